@@ -1,0 +1,55 @@
+"""dsi-ref: a reference formal model of non-SI, SI and DSI, with exact and statistical audits.
+
+Every decoder draws through a `Randomness`; run it with `Sampler` to sample, or hand it to
+`exact_distribution` to get its exact output law (schedules quantified over).
+"""
+
+from .audit import LosslessReport, assert_lossless, check_lossless, target_distribution
+from .autoregressive import autoregressive
+from .exact import (
+    PathLimitError,
+    ScheduleDependenceError,
+    Witness,
+    exact_distribution,
+    exact_expectation,
+    total_variation,
+)
+from .latency import InvalidParameterError, Latency
+from .models import FunctionLM, InvalidDistributionError, LanguageModel, TableLM
+from .randomness import Randomness, Sampler, keyed_uniform
+from .run import Event, Run
+from .speculative import SpeculativeConfig, speculative
+from .verification import VERIFY_RULES, Decision, NumericalError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "VERIFY_RULES",
+    "Decision",
+    "Event",
+    "FunctionLM",
+    "InvalidDistributionError",
+    "InvalidParameterError",
+    "LanguageModel",
+    "Latency",
+    "LosslessReport",
+    "NumericalError",
+    "PathLimitError",
+    "Randomness",
+    "Run",
+    "Sampler",
+    "ScheduleDependenceError",
+    "SpeculativeConfig",
+    "TableLM",
+    "Witness",
+    "__version__",
+    "assert_lossless",
+    "autoregressive",
+    "check_lossless",
+    "exact_distribution",
+    "exact_expectation",
+    "keyed_uniform",
+    "speculative",
+    "target_distribution",
+    "total_variation",
+]

@@ -1,0 +1,42 @@
+"""Non-speculative sampling ("non-SI"): one target forward per generated token."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .decoding import Recorder, check_inputs, merge_hint, model_probs
+from .latency import Latency
+from .models import LanguageModel
+from .randomness import Randomness
+from .run import Run
+from .verification import decide
+
+__all__ = ["autoregressive"]
+
+
+def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
+                   rng: Randomness, *, latency: Latency | None = None,
+                   greedy: bool = False) -> Run:
+    """Sample ``x_i ~ p(· | prompt, x_<i)`` one token at a time (``argmax p`` if ``greedy``).
+
+    Stops after ``max_new_tokens`` tokens or at the target's EOS. Each step costs one target
+    forward (``latency.target_first`` for the first: TTFT + (N − 1)·TPOT in all).
+    """
+    prompt = check_inputs(target, prompt, max_new_tokens)
+    rec = Recorder(latency or Latency(), ("target_forwards", "bonus"))
+    hint = merge_hint(rng)
+    tokens: list[int] = []
+    rule = "greedy" if greedy else "rejection"  # with no draft, both rules sample p (or argmax)
+    for pos in range(max_new_tokens):
+        if hint:
+            hint(rec.state(tokens), entry=pos == 0, committed=tuple(tokens))
+        row = model_probs(target, prompt + tuple(tokens))        # p(· | committed prefix)
+        rec.forward("target", "forward", (pos,), rng)
+        rec.stats["target_forwards"] += 1
+        token = decide(rule, row, None, None, rng, tuple(tokens)).token   # x_pos ~ p
+        tokens.append(token)
+        rec.stats["bonus"] += 1
+        rec.commit((pos,), "sampled")
+        if token == target.eos:
+            break
+    return rec.result(tokens)

@@ -1,0 +1,82 @@
+"""The ``dsi-ref`` command line: ``dsi-ref audit`` (the main job) and friends.
+
+Sections of the audit report live in `dsi_ref.report` (one function each); sub-commands are
+registered in `COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from . import __version__
+from .report import SECTIONS, Section, render_section
+
+__all__ = ["COMMANDS", "main"]
+
+
+def _audit(args: argparse.Namespace) -> int:
+    selected = [s for s in SECTIONS if not args.section or s.name in args.section]
+    unknown = set(args.section or ()) - {s.name for s in SECTIONS}
+    if unknown:
+        print(f"unknown section(s): {', '.join(sorted(unknown))}; "
+              f"known: {', '.join(s.name for s in SECTIONS)}", file=sys.stderr)
+        return 2
+    results: list[Section] = []
+    for make in selected:
+        section = make.run(quick=args.quick, progress=not args.no_progress)
+        results.append(section)
+        print(render_section(section), flush=True)
+    failed = [s.title for s in results if not s.ok]
+    total = sum(s.seconds for s in results)
+    print(f"\n{'FAIL' if failed else 'PASS'}: {len(results) - len(failed)}/{len(results)} "
+          f"sections passed in {total:.1f} s" + (f" (failed: {', '.join(failed)})" if failed
+                                                  else ""))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([s.as_dict() for s in results], fh, indent=2, default=str)
+    return 1 if failed else 0
+
+
+def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("audit", help="exact losslessness audit of every registered decoder",
+                       description="Run the exact audit of every registered decoder on the "
+                       "default suite of toy models and print one table per section. Exit "
+                       "status 1 if anything fails.")
+    p.add_argument("--section", action="append", metavar="NAME",
+                   help="run only this section (repeatable): "
+                   + ", ".join(s.name for s in SECTIONS))
+    p.add_argument("--quick", action="store_true", help="smaller budgets (a smoke test)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_audit)
+
+
+#: Sub-command installers; each adds a parser with ``func`` set.
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
+    _add_audit,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``dsi-ref``."""
+    parser = argparse.ArgumentParser(
+        prog="dsi-ref", description="Reference model and audits of (distributed) speculative "
+        "inference: exact losslessness checks, latency theory, simulators.")
+    parser.add_argument("--version", action="version", version=f"dsi-ref {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for install in COMMANDS:
+        install(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dsi-ref`` script."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

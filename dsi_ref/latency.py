@@ -1,0 +1,93 @@
+"""Virtual time: what a forward pass costs, in units of one target forward.
+
+A cost is a positive constant (`Fraction` for exact work, or float) or a small discrete law
+``{value: probability}``; random costs are drawn through ``rng`` (so the exact interpreter covers
+them). ``*_first`` is the cost of a model's first forward in a run (TTFT, the prefill over the
+prompt); later forwards cost the plain value (TPOT). PAPER.md notation: the drafter forward costs
+``c`` (0 < c ≤ 1 in the paper's regime), the target forward ``1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, TypeAlias
+
+from .randomness import Key, Randomness
+
+__all__ = ["Cost", "InvalidParameterError", "Latency", "Time"]
+
+Time: TypeAlias = Fraction | float
+Cost: TypeAlias = Fraction | float | int | Mapping[Any, Any]
+
+
+class InvalidParameterError(ValueError):
+    """A decoder or latency parameter is out of its domain (the message says which and why)."""
+
+
+def _check_cost(name: str, cost: Cost | None) -> None:
+    if cost is None:
+        return
+    if isinstance(cost, Mapping):
+        if not cost:
+            raise InvalidParameterError(f"{name}: an empty latency distribution")
+        for value, prob in cost.items():
+            if not value > 0:
+                raise InvalidParameterError(f"{name}: latency value {value!r} must be > 0")
+            if not 0 < prob <= 1:
+                raise InvalidParameterError(f"{name}: probability {prob!r} must lie in (0, 1]")
+        total = sum(cost.values())
+        if (total != 1) if all(isinstance(p, Fraction | int) for p in cost.values()) \
+                else abs(float(total) - 1) > 1e-9:
+            raise InvalidParameterError(f"{name}: probabilities sum to {total}, not 1")
+        return
+    if isinstance(cost, bool) or not isinstance(cost, Fraction | float | int):
+        raise InvalidParameterError(f"{name}: expected a number or a {{value: prob}} mapping, "
+                                    f"got {type(cost).__name__}")
+    if not cost > 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {cost!r}")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Forward-pass costs on the virtual clock (time unit: one target forward by default).
+
+    Args:
+        drafter: cost of a drafter forward after its first (``c``, TPOT of the drafter).
+        target: cost of a target forward after its first (TPOT of the target; 1 by default).
+        drafter_first: cost of the drafter's first forward (TTFT); ``None``: same as ``drafter``.
+        target_first: cost of the target's first forward (TTFT); ``None``: same as ``target``.
+    """
+
+    drafter: Cost = Fraction(1, 10)
+    target: Cost = Fraction(1)
+    drafter_first: Cost | None = None
+    target_first: Cost | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("drafter", "target", "drafter_first", "target_first"):
+            _check_cost(f"Latency.{name}", getattr(self, name))
+
+    @classmethod
+    def from_ms(cls, *, target_ttft: float, target_tpot: float, drafter_ttft: float,
+                drafter_tpot: float) -> Latency:
+        """Costs in milliseconds from measured TTFT/TPOT pairs (PAPER.md's table inputs)."""
+        return cls(drafter=drafter_tpot, target=target_tpot, drafter_first=drafter_ttft,
+                   target_first=target_ttft)
+
+    @property
+    def is_constant(self) -> bool:
+        """True when no cost is random."""
+        return not any(isinstance(getattr(self, n), Mapping)
+                       for n in ("drafter", "target", "drafter_first", "target_first"))
+
+    def cost(self, model: str, first: bool, rng: Randomness, key: Key = None) -> Time:
+        """The cost of one forward of ``model`` (``"drafter"`` or ``"target"``)."""
+        value: Cost | None = getattr(self, f"{model}_first") if first else None
+        if value is None:
+            value = getattr(self, model)
+        if isinstance(value, Mapping):
+            values = list(value)
+            return values[rng.categorical([value[v] for v in values], key=key)]  # type: ignore[no-any-return]
+        return value

@@ -1,0 +1,242 @@
+"""Toy categorical language models: the `LanguageModel` seam and its validation.
+
+A language model here is only its next-token law: ``probs(prefix)`` returns the distribution of the
+next token after ``prefix`` (a tuple of token ids, the prompt included). Toy models return
+`fractions.Fraction` rows so that every law computed downstream is exact; float rows are accepted
+too (tolerance 1e-9 on the sum), for the torch backend and for speed.
+
+Nothing here renormalises, clips or falls back: a bad row raises `InvalidDistributionError` naming
+the model, the prefix and the problem.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from typing import Protocol, TypeAlias, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "FLOAT_TOLERANCE",
+    "FunctionLM",
+    "InvalidDistributionError",
+    "LanguageModel",
+    "Number",
+    "Prefix",
+    "Probs",
+    "TableLM",
+    "checked_probs",
+    "validate_probs",
+]
+
+Number: TypeAlias = Fraction | float
+Prefix: TypeAlias = tuple[int, ...]
+Probs: TypeAlias = Sequence[Number]
+
+#: Largest |sum - 1| accepted for a float distribution.
+FLOAT_TOLERANCE = 1e-9
+
+
+class InvalidDistributionError(ValueError):
+    """A model returned something that is not a probability vector over its vocabulary."""
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """The one seam where a model is called.
+
+    Attributes:
+        vocab_size: number of tokens; ids are ``0 .. vocab_size - 1``.
+        eos: the end-of-sequence token id, or ``None`` when generation only stops at the budget.
+    """
+
+    vocab_size: int
+    eos: int | None
+
+    def probs(self, prefix: Prefix) -> Probs:
+        """The next-token distribution after ``prefix`` (prompt and generated tokens)."""
+        ...
+
+
+def validate_probs(probs: Probs, vocab_size: int, *, model: object = None,
+                   prefix: Prefix = ()) -> None:
+    """Raise `InvalidDistributionError` unless ``probs`` is a distribution over ``vocab_size`` ids.
+
+    Exact rows (all `Fraction`/int) must sum to exactly 1; float rows to within `FLOAT_TOLERANCE`.
+    Negative entries, NaN and infinities are rejected.
+    """
+    where = f"{_name(model)} at prefix {prefix!r}"
+    if len(probs) != vocab_size:
+        raise InvalidDistributionError(
+            f"{where}: expected {vocab_size} probabilities, got {len(probs)}")
+    exact = True
+    for i, x in enumerate(probs):
+        if isinstance(x, Fraction | int):
+            if x < 0:
+                raise InvalidDistributionError(f"{where}: probability of token {i} is {x} < 0")
+        elif isinstance(x, float | np.floating):
+            exact = False
+            if math.isnan(x) or math.isinf(x):
+                raise InvalidDistributionError(f"{where}: probability of token {i} is {x}")
+            if x < 0:
+                raise InvalidDistributionError(f"{where}: probability of token {i} is {x} < 0")
+        else:
+            raise InvalidDistributionError(
+                f"{where}: probability of token {i} has type {type(x).__name__}; "
+                "use fractions.Fraction (exact) or float")
+    total = sum(probs)
+    if exact:
+        if total != 1:
+            raise InvalidDistributionError(f"{where}: probabilities sum to {total}, not 1")
+    elif abs(float(total) - 1.0) > FLOAT_TOLERANCE:
+        raise InvalidDistributionError(
+            f"{where}: probabilities sum to {float(total)!r}, not 1 (tolerance {FLOAT_TOLERANCE})")
+
+
+def checked_probs(model: LanguageModel, prefix: Prefix) -> tuple[Number, ...]:
+    """``model.probs(prefix)`` as a tuple, validated (see `validate_probs`)."""
+    row = tuple(model.probs(prefix))
+    validate_probs(row, model.vocab_size, model=model, prefix=prefix)
+    return row
+
+
+def _name(model: object) -> str:
+    if model is None:
+        return "model"
+    name = getattr(model, "name", None)
+    return str(name) if name else type(model).__name__
+
+
+def _check_vocab(vocab_size: int, eos: int | None) -> None:
+    if not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    if eos is not None and not 0 <= eos < vocab_size:
+        raise ValueError(f"eos={eos} is not a token id of a vocabulary of size {vocab_size}")
+
+
+class FunctionLM:
+    """A model given by a function ``probs(prefix) -> row``; rows are validated on every call.
+
+    >>> m = FunctionLM(vocab_size=2, probs=lambda prefix: (Fraction(3, 5), Fraction(2, 5)))
+    >>> m.probs((0, 1))
+    (Fraction(3, 5), Fraction(2, 5))
+    """
+
+    __slots__ = ("eos", "fn", "name", "vocab_size")
+
+    def __init__(self, vocab_size: int, probs: Callable[[Prefix], Probs], eos: int | None = None,
+                 name: str = "FunctionLM") -> None:
+        _check_vocab(vocab_size, eos)
+        self.vocab_size = vocab_size
+        self.fn = probs
+        self.eos = eos
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"FunctionLM(vocab_size={self.vocab_size}, eos={self.eos}, name={self.name!r})"
+
+    def probs(self, prefix: Prefix) -> tuple[Number, ...]:
+        """The validated row ``fn(prefix)``."""
+        prefix = tuple(prefix)
+        row = tuple(self.fn(prefix))
+        validate_probs(row, self.vocab_size, model=self, prefix=prefix)
+        return row
+
+
+@dataclass(frozen=True, eq=False)
+class TableLM:
+    """An n-gram model: the row depends on the last ``context`` tokens of the prefix only.
+
+    ``table`` maps each context tuple (length ``context``, or shorter at the start of a sequence)
+    to a row; ``default`` is used for contexts missing from the table (e.g. the empty context).
+    ``context = 0`` gives a context-free model (one row for every prefix). Rows are validated once,
+    at construction.
+    """
+
+    #: Rows are validated once, at construction, so decoders need not re-check them per call.
+    prevalidated = True
+
+    vocab_size: int
+    context: int
+    table: Mapping[Prefix, tuple[Number, ...]] = field(repr=False)
+    default: tuple[Number, ...] | None = field(default=None, repr=False)
+    eos: int | None = None
+    name: str = "TableLM"
+
+    def __post_init__(self) -> None:
+        _check_vocab(self.vocab_size, self.eos)
+        if self.context < 0:
+            raise ValueError(f"context must be >= 0, got {self.context}")
+        rows = {tuple(k): tuple(v) for k, v in self.table.items()}
+        for key, row in rows.items():
+            if len(key) > self.context:
+                raise ValueError(f"{self.name}: context key {key!r} longer than {self.context}")
+            validate_probs(row, self.vocab_size, model=self, prefix=key)
+        if self.default is not None:
+            validate_probs(tuple(self.default), self.vocab_size, model=self, prefix=())
+            object.__setattr__(self, "default", tuple(self.default))
+        object.__setattr__(self, "table", rows)
+
+    def probs(self, prefix: Prefix) -> tuple[Number, ...]:
+        """The row of the last ``context`` tokens of ``prefix`` (or ``default``)."""
+        key = tuple(prefix[len(prefix) - self.context:]) if self.context else ()
+        row = self.table.get(key, self.default)
+        if row is None:
+            raise InvalidDistributionError(
+                f"{self.name} at prefix {tuple(prefix)!r}: no row for context {key!r} "
+                "and no default row")
+        return row
+
+    @classmethod
+    def context_free(cls, row: Sequence[Number], eos: int | None = None,
+                     name: str = "context-free") -> TableLM:
+        """One row for every prefix: the same next-token law at every position."""
+        return cls(vocab_size=len(row), context=0, table={(): tuple(row)}, eos=eos, name=name)
+
+    @classmethod
+    def random(cls, vocab_size: int, context: int, seed: int, *, denominator: int = 12,
+               zero_prob: float = 0.25, eos: int | None = None,
+               exact: bool = True, name: str | None = None) -> TableLM:
+        """A seeded random n-gram model with rational rows (denominator ``denominator``).
+
+        Each entry is zero with probability about ``zero_prob`` (at least one entry stays
+        positive), so rows with zeros are common. Every context of length ``context`` gets a row,
+        and shorter contexts (the start of a sequence) get one too. ``exact=False`` converts the
+        rows to floats.
+        """
+        if denominator < vocab_size:
+            raise ValueError("denominator must be >= vocab_size so every row can be represented")
+        gen = np.random.default_rng(seed)
+        table: dict[Prefix, tuple[Number, ...]] = {}
+        for length in range(context + 1):
+            for key in _all_contexts(vocab_size, length):
+                table[key] = _random_row(gen, vocab_size, denominator, zero_prob, exact)
+        return cls(vocab_size=vocab_size, context=context, table=table, eos=eos,
+                   name=name or f"random(V={vocab_size},ctx={context},seed={seed})")
+
+
+@lru_cache(maxsize=None)
+def _all_contexts(vocab_size: int, length: int) -> tuple[Prefix, ...]:
+    if length == 0:
+        return ((),)
+    return tuple(k + (t,) for k in _all_contexts(vocab_size, length - 1)
+                 for t in range(vocab_size))
+
+
+def _random_row(gen: np.random.Generator, vocab_size: int, denominator: int, zero_prob: float,
+                exact: bool) -> tuple[Number, ...]:
+    support = gen.random(vocab_size) >= zero_prob
+    if not support.any():
+        support[gen.integers(vocab_size)] = True
+    n = int(support.sum())
+    # Split `denominator` units among the support, each support entry getting at least one.
+    cuts = np.sort(gen.choice(np.arange(1, denominator), size=n - 1, replace=False))
+    counts = np.diff(np.concatenate(([0], cuts, [denominator])))
+    row: list[Number] = [Fraction(0)] * vocab_size
+    for idx, cnt in zip(np.flatnonzero(support), counts, strict=True):
+        row[int(idx)] = Fraction(int(cnt), denominator)
+    return tuple(float(x) for x in row) if not exact else tuple(row)

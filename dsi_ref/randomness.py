@@ -1,0 +1,196 @@
+"""Randomness as a parameter: the `Randomness` protocol and its sampling interpreter `Sampler`.
+
+Every decoder takes ``rng: Randomness`` and draws nothing else. Three kinds of choice:
+
+* ``rng.categorical(weights, key=None) -> int`` — a *probabilistic* choice, index ``i`` with
+  probability ``weights[i] / sum(weights)`` (weights need not be normalised; zero-weight indices are
+  never returned);
+* ``rng.bernoulli(p, key=None) -> bool`` — a probabilistic choice, ``True`` with probability ``p``;
+* ``rng.choose(options, key=None) -> option`` — a *nondeterministic* choice (which event happens
+  first, which queued task runs next): the scheduler's, not chance's.
+
+Keys. A key names a decision, by convention ``(role, position, context)`` with ``position`` the
+index of the generated token the decision is about and ``context`` the generated tokens before it
+(``("draft", 2, (1, 0))``). Under keyed
+randomness a keyed draw is a function of one uniform ``u(key)``: categorical draws invert the CDF
+at ``u``, Bernoulli draws return ``u < p``. So the same decision made twice — by two concurrent
+tasks, or by SI and by DSI — gets the same answer whoever asks first.
+
+The exact interpreter (`dsi_ref.exact`) gives the same calls their law instead of a sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable, Sequence
+from fractions import Fraction
+from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Key", "Randomness", "Sampler", "SchedulerPolicy", "keyed_uniform", "merge_point"]
+
+T = TypeVar("T")
+Key: TypeAlias = Hashable
+SchedulerPolicy: TypeAlias = (
+    Literal["first", "last", "random"] | Callable[[Sequence[object], Key], int]
+)
+
+_BUFFER = 4096
+
+
+@runtime_checkable
+class Randomness(Protocol):
+    """The seam through which decoders make every choice (see the module docstring)."""
+
+    def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        """An index drawn with probability proportional to ``weights``."""
+        ...
+
+    def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        """``True`` with probability ``p``."""
+        ...
+
+    def choose(self, options: Sequence[T], key: Key = None) -> T:
+        """One of ``options``, picked by the scheduler (a nondeterministic choice)."""
+        ...
+
+
+def merge_point(rng: object, state: Hashable, *, entry: bool = False,
+                committed: tuple[int, ...] | None = None) -> None:
+    """Tell an exact interpreter that the rest of the run depends only on ``state``.
+
+    Decoders call this at the top of their main loop with every loop-carried variable in
+    ``state`` (and ``entry=True`` on the first call of an invocation). The exact enumerator merges
+    paths that reach equal states, which turns path enumeration into dynamic programming.
+    ``committed`` (the generated tokens decided for good) lets it forget keyed draws that can never
+    be asked again: those about decided positions, and those whose context contradicts
+    ``committed``. Samplers ignore the call.
+    """
+    hint = getattr(rng, "merge_point", None)
+    if hint is not None:
+        hint(state, entry=entry, committed=committed)
+
+
+_MASK = (1 << 64) - 1
+_ROLE_CODES: dict[str, int] = {}
+
+
+def _role_code(role: str) -> int:
+    code = _ROLE_CODES.get(role)
+    if code is None:
+        digest = hashlib.blake2b(role.encode(), digest_size=8).digest()
+        code = _ROLE_CODES[role] = int.from_bytes(digest, "little")
+    return code
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finaliser: a bijective scramble of 64 bits."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+    return x ^ (x >> 31)
+
+
+def keyed_uniform(seed: int, key: Key) -> float:
+    """The uniform ``u(key)`` in [0, 1) of keyed randomness, derived from ``(seed, key)``.
+
+    Keys of the form ``(role: str, *parts)`` with parts made of ints and tuples of ints (every key
+    the decoders use) hash in C: CPython's hash of ints and int tuples is not salted, so ``u`` is
+    the same in every process (64-bit CPython >= 3.8). Other keys go through BLAKE2b of ``repr``.
+    """
+    if type(key) is tuple and key and type(key[0]) is str:
+        h = hash((_role_code(key[0]), key[1:])) & _MASK
+    else:
+        h = int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "little")
+    return (_mix64(h ^ _mix64(seed & _MASK)) >> 11) * 2.0**-53
+
+
+def _check_weights(weights: Sequence[Fraction | float]) -> float:
+    total = 0.0
+    for w in weights:
+        if not w >= 0:  # also rejects NaN
+            raise ValueError(f"categorical weights must be >= 0, got {list(weights)!r}")
+        total += float(w)
+    if not total > 0:
+        raise ValueError(f"categorical weights must have a positive sum, got {list(weights)!r}")
+    return total
+
+
+def _invert_cdf(weights: Sequence[Fraction | float], total: float, u: float) -> int:
+    threshold = u * total
+    acc = 0.0
+    last = -1
+    for i, w in enumerate(weights):
+        if w > 0:
+            acc += float(w)
+            last = i
+            if threshold < acc:
+                return i
+    return last  # only reachable through float rounding at u ~ 1
+
+
+class Sampler:
+    """Sampling interpreter of `Randomness`, backed by `numpy.random.Generator`.
+
+    Args:
+        seed: the seed of every draw.
+        keyed: if True (default), draws that carry a ``key`` use ``keyed_uniform(seed, key)``, so a
+            decision is the same whichever task asks first; unkeyed draws (and all draws when
+            ``keyed=False``) consume a seeded stream.
+        scheduler: policy of ``choose``: ``"first"`` (default; the earliest option, which the
+            decoders arrange to be the natural one), ``"last"``, ``"random"`` (a seeded stream of
+            its own), or a callable ``policy(options, key) -> index``.
+    """
+
+    def __init__(self, seed: int, *, keyed: bool = True,
+                 scheduler: SchedulerPolicy = "first") -> None:
+        if not isinstance(seed, int | np.integer):
+            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        self.seed = int(seed)
+        self.keyed = keyed
+        self.scheduler = scheduler
+        self._gen = np.random.default_rng([self.seed, 0])
+        self._sched = np.random.default_rng([self.seed, 1])
+        self._buffer: list[float] = []
+
+    def __repr__(self) -> str:
+        return f"Sampler(seed={self.seed}, keyed={self.keyed}, scheduler={self.scheduler!r})"
+
+    def uniform(self, key: Key = None) -> float:
+        """A uniform in [0, 1): ``u(key)`` for keyed draws, else the next value of the stream."""
+        if key is not None and self.keyed:
+            return keyed_uniform(self.seed, key)
+        if not self._buffer:
+            self._buffer = self._gen.random(_BUFFER).tolist()
+            self._buffer.reverse()
+        return self._buffer.pop()
+
+    def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        """Inverse-CDF draw at ``uniform(key)``; zero-weight indices are never returned."""
+        total = _check_weights(weights)
+        return _invert_cdf(weights, total, self.uniform(key))
+
+    def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        """``uniform(key) < p``."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"bernoulli probability must lie in [0, 1], got {p!r}")
+        return self.uniform(key) < p
+
+    def choose(self, options: Sequence[T], key: Key = None) -> T:
+        """The scheduler's pick among ``options`` (see ``scheduler``)."""
+        if not options:
+            raise ValueError("choose() needs at least one option")
+        policy = self.scheduler
+        if len(options) == 1 or policy == "first":
+            return options[0]
+        if policy == "last":
+            return options[-1]
+        if policy == "random":
+            return options[int(self._sched.integers(len(options)))]
+        if callable(policy):
+            index = policy(options, key)
+            if not 0 <= index < len(options):
+                raise ValueError(f"scheduler policy returned index {index} for "
+                                 f"{len(options)} options")
+            return options[index]
+        raise ValueError(f"unknown scheduler policy {policy!r}")

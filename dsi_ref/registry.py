@@ -1,0 +1,82 @@
+"""The registry of decoders, each paired with its reference law.
+
+Every losslessness test is parametrised over `DECODERS`; a test fails when a public decoder of
+`dsi_ref` is missing here. A `Variant` fixes the keyword arguments of one configuration (a
+verification rule, say) and whether the reference is the target's sampled law or its greedy
+sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .autoregressive import autoregressive
+from .models import LanguageModel
+from .randomness import Randomness
+from .run import Run
+from .speculative import speculative
+
+__all__ = ["DECODERS", "DecoderSpec", "Variant", "register"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration of a decoder: ``kwargs`` and whether its reference is greedy."""
+
+    label: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    greedy: bool = False
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """A registered decoder: how to call it, its variants, its reference.
+
+    ``params`` names the extra parameters the decoder takes (``"lookahead"``, ``"sp_degree"``,
+    ...) so that test strategies can supply them.
+    """
+
+    name: str
+    fn: Callable[..., Run]
+    uses_drafter: bool
+    variants: tuple[Variant, ...]
+    params: tuple[str, ...] = ()
+    reference: str = "autoregressive (the target's own law)"
+
+    def program(self, target: LanguageModel, drafter: LanguageModel | None,
+                prompt: Sequence[int], max_new_tokens: int, variant: Variant,
+                **params: Any) -> Callable[[Randomness], tuple[int, ...]]:
+        """``rng -> tokens`` for one configuration (what `exact_distribution` takes)."""
+        kwargs = {**variant.kwargs, **{k: v for k, v in params.items() if k in self.params}}
+
+        def run(rng: Randomness) -> tuple[int, ...]:
+            if self.uses_drafter:
+                return self.fn(target, drafter, prompt, max_new_tokens, rng, **kwargs).tokens
+            return self.fn(target, prompt, max_new_tokens, rng, **kwargs).tokens
+
+        return run
+
+
+DECODERS: dict[str, DecoderSpec] = {}
+
+
+def register(spec: DecoderSpec) -> DecoderSpec:
+    """Add ``spec`` to `DECODERS` (names are unique)."""
+    if spec.name in DECODERS:
+        raise ValueError(f"decoder {spec.name!r} is already registered")
+    DECODERS[spec.name] = spec
+    return spec
+
+
+register(DecoderSpec(
+    "autoregressive", autoregressive, uses_drafter=False,
+    variants=(Variant("sampled"), Variant("greedy", {"greedy": True}, greedy=True)),
+))
+register(DecoderSpec(
+    "speculative", speculative, uses_drafter=True, params=("lookahead",),
+    variants=(Variant("rejection", {"verify": "rejection"}),
+              Variant("exact_match", {"verify": "exact_match"}),
+              Variant("greedy", {"verify": "greedy"}, greedy=True)),
+))

@@ -1,0 +1,114 @@
+"""Speculative inference ("SI"; Leviathan et al. 2023, Chen et al. 2023).
+
+Each iteration: the drafter drafts ``m = min(lookahead, remaining − 1)`` tokens autoregressively
+(fewer if it drafts EOS), the target scores prefix + drafts in one forward (giving ``p`` at the
+``m + 1`` positions), and the drafts are verified left to right (`dsi_ref.verification`): the
+accepted ones are committed, the first rejected one is replaced by a residual token, and if all are
+accepted a bonus token is drawn from ``p`` at the last position. An iteration therefore commits
+between 1 and ``m + 1`` tokens and costs ``m·c + 1`` on the virtual clock (PAPER.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .decoding import Recorder, check_inputs, merge_hint, model_probs
+from .latency import InvalidParameterError, Latency
+from .models import LanguageModel, Number
+from .randomness import Randomness
+from .run import Run
+from .verification import VERIFY_RULES, VerifyRule, decide, draft_token
+
+__all__ = ["SpeculativeConfig", "speculative"]
+
+STATS = ("iterations", "drafts", "accepted", "rejected", "bonus", "target_forwards",
+         "drafter_forwards")
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """Parameters of SI, validated on construction.
+
+    Args:
+        lookahead: drafts per iteration (``k`` in PAPER.md), ``>= 1``.
+        verify: ``"rejection"``, ``"exact_match"`` or ``"greedy"``.
+        latency: forward costs on the virtual clock.
+    """
+
+    lookahead: int
+    verify: VerifyRule = "rejection"
+    latency: Latency = field(default_factory=Latency)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lookahead, bool) or not isinstance(self.lookahead, int) \
+                or self.lookahead < 1:
+            raise InvalidParameterError(f"lookahead must be an int >= 1, got {self.lookahead!r}")
+        if self.verify not in VERIFY_RULES:
+            raise InvalidParameterError(
+                f"verify must be one of {VERIFY_RULES}, got {self.verify!r}")
+        if not isinstance(self.latency, Latency):
+            raise InvalidParameterError("latency must be a dsi_ref.Latency")
+
+
+def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 3,
+                verify: VerifyRule = "rejection", *, latency: Latency | None = None) -> Run:
+    """Speculative inference: draft ``lookahead`` tokens, verify them with one target forward.
+
+    Returns a `Run` whose ``tokens`` follow the target's law exactly (for ``"rejection"`` and
+    ``"exact_match"``; the greedy target sequence for ``"greedy"``), whatever the drafter.
+    """
+    config = SpeculativeConfig(lookahead, verify, latency or Latency())
+    prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+    rule, eos = config.verify, target.eos
+    rec = Recorder(config.latency, STATS)
+    hint = merge_hint(rng)
+    tokens: list[int] = []
+    done = False
+    while len(tokens) < max_new_tokens and not done:
+        if hint:
+            hint(rec.state(tokens), entry=rec.stats["iterations"] == 0, committed=tuple(tokens))
+        rec.stats["iterations"] += 1
+        start, prefix = len(tokens), prompt + tuple(tokens)
+        m = min(config.lookahead, max_new_tokens - start - 1)  # leave room for the bonus token
+
+        # 1. draft m tokens autoregressively: x_j ~ q(· | prefix, x_<j)
+        drafts: list[int] = []
+        draft_rows: list[Sequence[Number]] = []
+        for j in range(m):
+            row = model_probs(drafter, prefix + tuple(drafts))
+            rec.forward("drafter", "draft", (start + j,), rng)
+            rec.stats["drafter_forwards"] += 1
+            drafts.append(draft_token(rule, row, rng, tuple(tokens) + tuple(drafts)))
+            draft_rows.append(row)
+            if drafts[-1] == eos:  # nothing is drafted past EOS
+                break
+        rec.stats["drafts"] += len(drafts)
+
+        # 2. one target forward over prefix + drafts: p at each of the len(drafts) + 1 positions
+        target_rows = [model_probs(target, prefix + tuple(drafts[:j]))
+                       for j in range(len(drafts) + 1)]
+        rec.forward("target", "verify" if drafts else "forward",
+                    tuple(range(start, start + len(drafts) + 1)), rng)
+        rec.stats["target_forwards"] += 1
+
+        # 3. verify left to right; stop at the first rejection (or at EOS)
+        rejected = False
+        for j, x in enumerate(drafts):
+            decision = decide(rule, target_rows[j], draft_rows[j], x, rng, tuple(tokens))
+            tokens.append(decision.token)
+            rec.stats["accepted" if decision.accepted else "rejected"] += 1
+            rejected = not decision.accepted
+            done = decision.token == eos
+            if rejected or done:
+                break
+        # 4. bonus token from p after the last draft, when every draft was accepted
+        if not (rejected or done):
+            bonus = decide(rule, target_rows[len(drafts)], None, None, rng, tuple(tokens))
+            tokens.append(bonus.token)
+            rec.stats["bonus"] += 1
+            done = bonus.token == eos
+        rec.commit(tuple(range(start, len(tokens))),
+                   f"rejected at {len(tokens) - 1}" if rejected else "all accepted")
+    return rec.result(tokens)
