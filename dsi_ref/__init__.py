@@ -6,6 +6,7 @@ Every decoder draws through a `Randomness`; run it with `Sampler` to sample, or 
 
 from .audit import LosslessReport, assert_lossless, check_lossless, target_distribution
 from .autoregressive import autoregressive
+from .dsi import DSIConfig, dsi
 from .exact import (
     PathLimitError,
     ScheduleDependenceError,
@@ -25,6 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "VERIFY_RULES",
+    "DSIConfig",
     "Decision",
     "Event",
     "FunctionLM",
@@ -46,6 +48,7 @@ __all__ = [
     "assert_lossless",
     "autoregressive",
     "check_lossless",
+    "dsi",
     "exact_distribution",
     "exact_expectation",
     "keyed_uniform",

@@ -9,7 +9,7 @@ from .latency import Latency
 from .models import LanguageModel
 from .randomness import Randomness
 from .run import Run
-from .verification import decide
+from .verification import VerifyRule, decide
 
 __all__ = ["autoregressive"]
 
@@ -26,7 +26,8 @@ def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens:
     rec = Recorder(latency or Latency(), ("target_forwards", "bonus"))
     hint = merge_hint(rng)
     tokens: list[int] = []
-    rule = "greedy" if greedy else "rejection"  # with no draft, both rules sample p (or argmax)
+    # with no draft, every rule but greedy samples p; greedy takes argmax p
+    rule: VerifyRule = "greedy" if greedy else "rejection"
     for pos in range(max_new_tokens):
         if hint:
             hint(rec.state(tokens), entry=pos == 0, committed=tuple(tokens))
@@ -36,7 +37,7 @@ def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens:
         token = decide(rule, row, None, None, rng, tuple(tokens)).token   # x_pos ~ p
         tokens.append(token)
         rec.stats["bonus"] += 1
-        rec.commit((pos,), "sampled")
+        rec.commit((pos,), "bonus")  # a token drawn from p with no draft (the glossary's bonus)
         if token == target.eos:
             break
     return rec.result(tokens)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from .randomness import Key
+from .randomness import Key, SchedulerPolicy
 
 __all__ = [
     "Law",
@@ -129,7 +129,7 @@ class _Event:
     value: Any = None
 
 
-class _Stop(Exception):  # noqa: N818 - internal control flow
+class _Stop(Exception):
     pass
 
 
@@ -145,7 +145,7 @@ def _dead(key: Key, committed: tuple[int, ...]) -> bool:
 class _Replay:
     """One run of the program: replays ``prefix``, then takes option 0 at every new choice."""
 
-    def __init__(self, engine: _Engine, prefix: tuple[int, ...]) -> None:
+    def __init__(self, engine: _Engine[Any], prefix: tuple[int, ...]) -> None:
         self.engine = engine
         self.prefix = prefix
         self.depth = 0
@@ -173,11 +173,11 @@ class _Replay:
     def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
         if key is None or not self.engine.keyed or key not in self.intervals:
             # a fresh uniform: branch on the CDF's bins, remembered if the key is asked again
-            outcomes, probs, labels, bins = self.engine.branches(weights)
-            pick = self._decide(_Node("categorical", key, probs, labels))
+            values, weights_, labels, bins = self.engine.branches(weights)
+            pick = self._decide(_Node("categorical", key, weights_, labels))
             if key is not None and self.engine.keyed:
                 self.intervals[key] = bins[pick]
-            return outcomes[pick]
+            return values[pick]
         exact = _exact_weights(weights)
         total = sum(exact)
         lo, hi = self.intervals.get(key, (Fraction(0), Fraction(1)))
@@ -224,6 +224,11 @@ class _Replay:
             raise ValueError("choose() needs at least one option")
         if len(options) == 1:
             return options[0]
+        policy = self.engine.scheduler
+        if policy is not None:  # a fixed scheduler: no quantification
+            index = 0 if policy == "first" else len(options) - 1 if policy == "last" \
+                else policy(options, key)
+            return options[index]
         return options[self._decide(_Node("choose", key, None, [_label(o) for o in options]))]
 
     # -- merging --------------------------------------------------------------------------------
@@ -284,6 +289,7 @@ class _Engine(Generic[V]):
     max_paths: int
     max_choices: int
     first_witness: bool
+    scheduler: Any = None
     memo: dict[Hashable, Law] = field(default_factory=dict)
     paths: int = 0
     runs: int = 0
@@ -389,7 +395,8 @@ def _mixture(weights: list[Fraction], laws: list[Law]) -> Law:
 def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = True,
                        max_paths: int = DEFAULT_MAX_PATHS,
                        max_choices: int = DEFAULT_MAX_CHOICES,
-                       witness: str = "first") -> dict[V, Fraction]:
+                       witness: str = "first",
+                       scheduler: SchedulerPolicy | None = None) -> dict[V, Fraction]:
     """The exact law of ``program(rng)`` over all of its probabilistic choices.
 
     Args:
@@ -401,6 +408,9 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
         max_choices: raise `PathLimitError` when one run makes more choices than this.
         witness: ``"first"`` raises at the first schedule dependence found; ``"shortest"``
             explores everything and raises with the witness whose path is shortest.
+        scheduler: ``None`` (default) quantifies over every resolution of ``choose``; a policy
+            (``"first"``, ``"last"`` or ``policy(options, key) -> index``, as in `Sampler`)
+            fixes the scheduler instead, e.g. for the exact expected latency of one schedule.
 
     Raises:
         ScheduleDependenceError: some ``choose`` has options leading to different laws.
@@ -410,8 +420,11 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
     """
     if witness not in ("first", "shortest"):
         raise ValueError(f"witness must be 'first' or 'shortest', got {witness!r}")
+    if scheduler is not None and scheduler not in ("first", "last") and not callable(scheduler):
+        raise ValueError(f"scheduler must be None, 'first', 'last' or a callable, got "
+                         f"{scheduler!r}")
     engine: _Engine[V] = _Engine(program, keyed, merge, max_paths, max_choices,
-                                 first_witness=witness == "first")
+                                 first_witness=witness == "first", scheduler=scheduler)
     old_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old_limit, 20_000))
     try:

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from typing import Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
@@ -54,8 +54,15 @@ class LanguageModel(Protocol):
         eos: the end-of-sequence token id, or ``None`` when generation only stops at the budget.
     """
 
-    vocab_size: int
-    eos: int | None
+    @property
+    def vocab_size(self) -> int:
+        """Number of tokens; ids are ``0 .. vocab_size - 1``."""
+        ...
+
+    @property
+    def eos(self) -> int | None:
+        """The end-of-sequence id, or ``None``."""
+        ...
 
     def probs(self, prefix: Prefix) -> Probs:
         """The next-token distribution after ``prefix`` (prompt and generated tokens)."""
@@ -219,7 +226,7 @@ class TableLM:
                    name=name or f"random(V={vocab_size},ctx={context},seed={seed})")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _all_contexts(vocab_size: int, length: int) -> tuple[Prefix, ...]:
     if length == 0:
         return ((),)

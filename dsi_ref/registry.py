@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .autoregressive import autoregressive
+from .dsi import dsi
 from .models import LanguageModel
 from .randomness import Randomness
 from .run import Run
@@ -76,6 +77,12 @@ register(DecoderSpec(
 ))
 register(DecoderSpec(
     "speculative", speculative, uses_drafter=True, params=("lookahead",),
+    variants=(Variant("rejection", {"verify": "rejection"}),
+              Variant("exact_match", {"verify": "exact_match"}),
+              Variant("greedy", {"verify": "greedy"}, greedy=True)),
+))
+register(DecoderSpec(
+    "dsi", dsi, uses_drafter=True, params=("lookahead", "sp_degree"),
     variants=(Variant("rejection", {"verify": "rejection"}),
               Variant("exact_match", {"verify": "exact_match"}),
               Variant("greedy", {"verify": "greedy"}, greedy=True)),

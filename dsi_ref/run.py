@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from .latency import Time
 
-__all__ = ["Event", "Run"]
+__all__ = ["Event", "Run", "decision_kinds"]
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,14 @@ class Run:
     time: Time
     trace: tuple[Event, ...] = ()
     stats: Mapping[str, int] = field(default_factory=dict)
+
+
+def decision_kinds(run: Run) -> tuple[str, ...]:
+    """How each committed position was decided, from the trace's commit marks, in position order:
+    ``"accepted"`` (a draft), ``"rejected"`` (a residual token) or ``"bonus"`` (no draft)."""
+    kinds: dict[int, str] = {}
+    for event in run.trace:
+        if event.kind == "commit":
+            for position in event.positions:
+                kinds[position] = event.note.split()[0]
+    return tuple(kinds[i] for i in sorted(kinds))

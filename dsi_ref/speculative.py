@@ -97,6 +97,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
         rejected = False
         for j, x in enumerate(drafts):
             decision = decide(rule, target_rows[j], draft_rows[j], x, rng, tuple(tokens))
+            rec.commit((len(tokens),), decision.kind)
             tokens.append(decision.token)
             rec.stats["accepted" if decision.accepted else "rejected"] += 1
             rejected = not decision.accepted
@@ -106,9 +107,8 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
         # 4. bonus token from p after the last draft, when every draft was accepted
         if not (rejected or done):
             bonus = decide(rule, target_rows[len(drafts)], None, None, rng, tuple(tokens))
+            rec.commit((len(tokens),), bonus.kind)
             tokens.append(bonus.token)
             rec.stats["bonus"] += 1
             done = bonus.token == eos
-        rec.commit(tuple(range(start, len(tokens))),
-                   f"rejected at {len(tokens) - 1}" if rejected else "all accepted")
     return rec.result(tokens)

@@ -107,7 +107,8 @@ def decide(rule: VerifyRule, target_probs: Sequence[Number],
     if draft is None:
         if rule == "greedy":
             return Decision(argmax(target_probs), False, "bonus")
-        return Decision(rng.categorical(target_probs, key=("target", position, context)), False, "bonus")
+        token = rng.categorical(target_probs, key=("target", position, context))
+        return Decision(token, False, "bonus")
     if rule == "rejection":
         assert draft_probs is not None
         p, q = target_probs[draft], draft_probs[draft]
@@ -118,7 +119,8 @@ def decide(rule: VerifyRule, target_probs: Sequence[Number],
         if not sum(weights) > 0:
             raise NumericalError(f"rejected the draft {draft} at position {position} but the "
                                  "residual (p - q)+ is empty: float rounding in p or q")
-        return Decision(rng.categorical(weights, key=("residual", position, context)), False, "rejected")
+        token = rng.categorical(weights, key=("residual", position, context))
+        return Decision(token, False, "rejected")
     if rule == "exact_match":
         y = rng.categorical(target_probs, key=("target", position, context))
         return Decision(y, y == draft, "accepted" if y == draft else "rejected")

@@ -1,0 +1,373 @@
+"""Distributed speculative inference (DSI), event level, on the virtual clock.
+
+The rules are those of docs/dsi-semantics.md (the contract shared with the acceptance-level event
+model): one drafter drafting continuously; a verification task per window of ``lookahead`` drafts;
+a frontier task that always computes ``p`` at the committed frontier; ``sp_degree`` target servers
+(server 0 reserved for the frontier task when ``sp_degree >= 2``); a committer that decides
+positions left to right with the verification rules of `dsi_ref.verification`; preemption of
+everything built on a rejected draft.
+
+Concurrency is explicit nondeterminism: events due at the same instant are delivered in an order
+chosen by ``rng.choose`` (canonical order first: the drafter, then tasks by start order), and with
+``queue="any"`` so is the next queued task. The exact checker explores every choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal
+
+from .decoding import check_inputs, merge_hint, model_probs
+from .latency import InvalidParameterError, Latency, Time
+from .models import LanguageModel, Number
+from .randomness import Randomness
+from .run import Event, Run
+from .verification import VERIFY_RULES, VerifyRule, decide, draft_token
+
+__all__ = ["DSIConfig", "dsi"]
+
+QueuePolicy = Literal["fifo", "lifo", "any"]
+QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fifo", "lifo", "any")
+
+
+@dataclass(frozen=True)
+class DSIConfig:
+    """Parameters of DSI, validated on construction.
+
+    Args:
+        lookahead: drafts per verification task (``k``), ``>= 1``.
+        sp_degree: number of target servers (``SP``), ``>= 1``; with ``SP >= 2`` one is reserved
+            for the frontier task.
+        latency: forward costs (default: target 1, drafter 1/10).
+        verify: ``"rejection"``, ``"exact_match"`` or ``"greedy"``.
+        queue: order in which waiting verification tasks get a server.
+        sample_drafts_at: ``"end"`` (default) samples a draft when its forward completes;
+            ``"start"`` samples it when the forward starts, so that a scheduler may see the
+            content of a forward still in flight (the content-aware adversary).
+    """
+
+    lookahead: int
+    sp_degree: int
+    latency: Latency = field(default_factory=Latency)
+    verify: VerifyRule = "rejection"
+    queue: QueuePolicy = "fifo"
+    sample_drafts_at: Literal["end", "start"] = "end"
+
+    def __post_init__(self) -> None:
+        for name in ("lookahead", "sp_degree"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidParameterError(f"{name} must be an int >= 1, got {value!r}")
+        if self.verify not in VERIFY_RULES:
+            raise InvalidParameterError(f"verify must be one of {VERIFY_RULES}, got "
+                                        f"{self.verify!r}")
+        if self.queue not in QUEUE_POLICIES:
+            raise InvalidParameterError(f"queue must be one of {QUEUE_POLICIES}, got "
+                                        f"{self.queue!r}")
+        if self.sample_drafts_at not in ("end", "start"):
+            raise InvalidParameterError("sample_drafts_at must be 'end' or 'start'")
+        if not isinstance(self.latency, Latency):
+            raise InvalidParameterError("latency must be a dsi_ref.Latency")
+
+
+@dataclass(eq=False)
+class _Task:
+    """A target forward: supplies p at positions first..last, built on drafts first..last-1."""
+
+    id: int
+    first: int
+    last: int
+    context: tuple[int, ...]  # generated tokens before `last` (committed + drafts)
+    frontier: bool
+    submitted: Time
+    server: int | None = None
+    start: Time | None = None
+    end: Time | None = None
+
+    @property
+    def label(self) -> str:
+        kind = "frontier" if self.frontier else "verify"
+        return f"task#{self.id}({kind} {self.first}..{self.last})"
+
+    def key(self) -> tuple[object, ...]:
+        return (self.id, self.first, self.last, self.context, self.frontier, self.submitted,
+                self.server, self.start, self.end)
+
+
+@dataclass(eq=False)
+class _Draft:
+    """The drafter's forward in flight for ``position``."""
+
+    position: int
+    start: Time
+    end: Time
+    token: int | None  # sampled at the start (content visible in flight) or None
+    row: tuple[Number, ...]
+
+    @property
+    def label(self) -> str:
+        token = "" if self.token is None else f", token {self.token}"
+        return f"drafter(position {self.position}{token})"
+
+    def key(self) -> tuple[object, ...]:
+        return (self.position, self.start, self.end, self.token)
+
+
+class _DSI:
+    """One run of DSI: the state of the event loop and the rules that change it."""
+
+    def __init__(self, target: LanguageModel, drafter: LanguageModel, prompt: tuple[int, ...],
+                 max_new_tokens: int, rng: Randomness, config: DSIConfig) -> None:
+        self.target, self.drafter, self.prompt = target, drafter, prompt
+        self.n, self.rng, self.cfg = max_new_tokens, rng, config
+        self.eos = target.eos
+        self.now: Time = Fraction(0)
+        self.committed: list[int] = []
+        self.drafts: list[int] = []                 # speculative tokens at F, F+1, ...
+        self.draft_rows: list[tuple[Number, ...]] = []
+        self.window_start = 0                       # first position of the current window
+        self.drafting: _Draft | None = None
+        self.drafter_first = True
+        self.tasks: list[_Task] = []                # queued or running
+        self.queue: list[_Task] = []                # waiting verification tasks, in submit order
+        self.frontier_waiting: _Task | None = None  # SP = 1: frontier task waiting for the server
+        self.busy: list[_Task | None] = [None] * config.sp_degree
+        self.server_first = [True] * config.sp_degree
+        self.supplied: dict[int, tuple[Number, ...]] = {}  # p(. | committed prefix) by position
+        self.trace: list[Event] = []
+        self.next_id = 0
+        self.done = max_new_tokens == 0
+        self.stats = dict.fromkeys(("drafts", "accepted", "rejected", "bonus", "tasks",
+                                    "frontier_tasks", "preempted_tasks", "preempted_drafts",
+                                    "max_busy_servers"), 0)
+
+    # -- the speculative sequence --------------------------------------------------------------
+    @property
+    def frontier(self) -> int:
+        return len(self.committed)
+
+    def spec(self) -> tuple[int, ...]:
+        """Committed tokens followed by the drafts."""
+        return tuple(self.committed) + tuple(self.drafts)
+
+    # -- drafter -------------------------------------------------------------------------------
+    def start_drafting(self) -> None:
+        position = self.frontier + len(self.drafts)
+        context = self.spec()
+        if self.done or position >= self.n or (context and context[-1] == self.eos):
+            self.drafting = None  # nothing is drafted past the budget or past EOS
+            return
+        row = model_probs(self.drafter, self.prompt + context)        # q(. | spec sequence)
+        cost = self.cfg.latency.cost("drafter", self.drafter_first, self.rng)
+        self.drafter_first = False
+        token = (draft_token(self.cfg.verify, row, self.rng, context)
+                 if self.cfg.sample_drafts_at == "start" else None)
+        self.drafting = _Draft(position, self.now, self.now + cost, token, row)
+
+    def finish_draft(self, d: _Draft) -> None:
+        context = self.spec()
+        token = d.token if d.token is not None else draft_token(self.cfg.verify, d.row, self.rng,
+                                                               context)
+        self.drafts.append(token)
+        self.draft_rows.append(d.row)
+        self.stats["drafts"] += 1
+        self.trace.append(Event("drafter", "draft", d.start, self.now, (d.position,)))
+        self.drafting = None
+        window_full = d.position + 1 - self.window_start >= self.cfg.lookahead
+        if window_full or d.position == self.n - 1 or token == self.eos:
+            self.submit(self.window_start, min(d.position + 1, self.n - 1))
+            self.window_start = d.position + 1
+        self.start_drafting()
+
+    def preempt_drafting(self, why: str) -> None:
+        d = self.drafting
+        if d is not None:
+            self.trace.append(Event("drafter", "preempted", d.start, self.now, (d.position,), why))
+            self.stats["preempted_drafts"] += 1
+            self.drafting = None
+
+    # -- target servers ------------------------------------------------------------------------
+    def submit(self, first: int, last: int, frontier: bool = False) -> None:
+        task = _Task(self.next_id, first, last, self.spec()[:last], frontier, self.now)
+        self.next_id += 1
+        self.stats["frontier_tasks" if frontier else "tasks"] += 1
+        if frontier and self.cfg.sp_degree >= 2:
+            self.run_on(task, 0)
+            return
+        if frontier:
+            self.frontier_waiting = task
+        else:
+            self.queue.append(task)
+        self.dispatch()
+
+    def free_servers(self) -> list[int]:
+        reserved = 1 if self.cfg.sp_degree >= 2 else 0
+        return [s for s in range(reserved, self.cfg.sp_degree) if self.busy[s] is None]
+
+    def dispatch(self) -> None:
+        """Start waiting tasks on free servers (the frontier task first)."""
+        while True:
+            free = self.free_servers()
+            if not free:
+                return
+            if self.frontier_waiting is not None:
+                task, self.frontier_waiting = self.frontier_waiting, None
+            elif self.queue:
+                if self.cfg.queue == "fifo":
+                    task = self.queue[0]
+                elif self.cfg.queue == "lifo":
+                    task = self.queue[-1]
+                else:
+                    task = self.rng.choose(self.queue, key=("queue", self.now))
+                self.queue.remove(task)
+            else:
+                return
+            self.run_on(task, free[0])
+
+    def run_on(self, task: _Task, server: int) -> None:
+        cost = self.cfg.latency.cost("target", self.server_first[server], self.rng)
+        self.server_first[server] = False
+        if task.submitted != self.now:
+            self.trace.append(Event(f"target-{server}", "wait", task.submitted, self.now,
+                                    tuple(range(task.first, task.last + 1)), task.label))
+        task.server, task.start, task.end = server, self.now, self.now + cost
+        self.busy[server] = task
+        self.tasks.append(task)
+        self.stats["max_busy_servers"] = max(self.stats["max_busy_servers"],
+                                             sum(b is not None for b in self.busy))
+
+    def release(self, task: _Task) -> None:
+        if task.server is not None:
+            self.busy[task.server] = None
+        if task in self.tasks:
+            self.tasks.remove(task)
+
+    def preempt(self, task: _Task, why: str) -> None:
+        if task.start is not None:
+            self.trace.append(Event(f"target-{task.server}", "preempted", task.start, self.now,
+                                    tuple(range(task.first, task.last + 1)),
+                                    f"{task.label}: {why}"))
+            self.release(task)
+        else:
+            self.trace.append(Event("queue", "preempted", task.submitted, self.now,
+                                    tuple(range(task.first, task.last + 1)),
+                                    f"{task.label}: {why}"))
+            if task in self.queue:
+                self.queue.remove(task)
+            if task is self.frontier_waiting:
+                self.frontier_waiting = None
+        self.stats["preempted_tasks"] += 1
+
+    def finish_task(self, task: _Task) -> None:
+        self.release(task)
+        self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
+                                task.start if task.start is not None else self.now, self.now,
+                                tuple(range(task.first, task.last + 1)), task.label))
+        for position in range(max(task.first, self.frontier), task.last + 1):
+            # p(. | committed + drafts before `position`): the task's context is still valid
+            self.supplied[position] = model_probs(self.target,
+                                                  self.prompt + task.context[:position])
+        self.commit_ready(task)
+        self.dispatch()
+
+    # -- committer -----------------------------------------------------------------------------
+    def commit_ready(self, source: _Task) -> None:
+        """Decide positions left to right while some finished task supplies p at the frontier."""
+        moved = False
+        while not self.done and self.frontier in self.supplied:
+            position = self.frontier
+            row = self.supplied.pop(position)
+            has_draft = bool(self.drafts)
+            decision = decide(self.cfg.verify, row, self.draft_rows[0] if has_draft else None,
+                              self.drafts[0] if has_draft else None, self.rng,
+                              tuple(self.committed))
+            self.committed.append(decision.token)
+            moved = True
+            self.stats[decision.kind] += 1
+            self.trace.append(Event("committer", "commit", self.now, self.now, (position,),
+                                    f"{decision.kind} via {source.label}"))
+            self.done = decision.token == self.eos or self.frontier >= self.n
+            if decision.accepted:
+                self.drafts.pop(0)
+                self.draft_rows.pop(0)
+                continue
+            # rejected (or bonus): everything speculative after `position` is built on a token
+            # that is not the committed one
+            self.drafts.clear()
+            self.draft_rows.clear()
+            self.supplied = {p: r for p, r in self.supplied.items() if p < self.frontier}
+            self.preempt_drafting(f"{decision.kind} at {position}")
+            for task in [t for t in self.tasks + self.queue if not t.frontier]:
+                self.preempt(task, f"{decision.kind} at {position}")
+            self.window_start = self.frontier
+            self.start_drafting()
+        if not moved:
+            return
+        # tasks with nothing left to supply are stale
+        for task in [t for t in self.tasks + self.queue if not t.frontier
+                     and t.last < self.frontier]:
+            self.preempt(task, "stale")
+        # the frontier task follows the frontier
+        for task in [t for t in self.tasks if t.frontier]:
+            self.preempt(task, "frontier moved")
+        if self.frontier_waiting is not None:
+            self.preempt(self.frontier_waiting, "frontier moved")
+        if self.done:
+            self.preempt_drafting("done")
+            for task in list(self.tasks) + list(self.queue):
+                self.preempt(task, "done")
+            return
+        self.submit(self.frontier, self.frontier, frontier=True)
+
+    # -- the event loop ------------------------------------------------------------------------
+    def state(self) -> tuple[object, ...]:
+        return (tuple(self.committed), tuple(self.drafts), self.window_start,
+                self.drafting.key() if self.drafting else None,
+                tuple(t.key() for t in self.tasks), tuple(t.key() for t in self.queue),
+                self.frontier_waiting.key() if self.frontier_waiting else None,
+                tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()),
+                self.now, tuple(self.trace), tuple(self.stats.items()), self.next_id)
+
+    def run(self) -> Run:
+        hint = merge_hint(self.rng)
+        if not self.done:
+            self.start_drafting()
+            self.submit(0, 0, frontier=True)
+        first = True
+        while not self.done:
+            if hint:
+                hint(self.state(), entry=first, committed=tuple(self.committed))
+                first = False
+            # canonical order: the drafter, then tasks in the order they started
+            pending: list[tuple[Time, _Draft | _Task]] = (
+                [(self.drafting.end, self.drafting)] if self.drafting else [])
+            pending += [(t.end, t) for t in self.tasks if t.end is not None]
+            self.now = min(end for end, _ in pending)
+            due = [event for end, event in pending if end == self.now]
+            while due and not self.done:
+                event = due[0] if len(due) == 1 else self.rng.choose(due, key=("tie", self.now))
+                due.remove(event)
+                if isinstance(event, _Draft):
+                    if event is self.drafting:
+                        self.finish_draft(event)
+                elif event in self.tasks:
+                    self.finish_task(event)
+        return Run(tuple(self.committed), self.now, tuple(self.trace), dict(self.stats))
+
+
+def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+        max_new_tokens: int, rng: Randomness, lookahead: int = 2, sp_degree: int = 2,
+        latency: Latency | None = None, verify: VerifyRule = "rejection",
+        queue: QueuePolicy = "fifo", *, sample_drafts_at: Literal["end", "start"] = "end") -> Run:
+    """Distributed speculative inference on the virtual clock (docs/dsi-semantics.md).
+
+    Returns a `Run`: the committed tokens (lossless for every scheduler that cannot see drafts
+    in flight — `dsi_ref.schedulers` states and checks the classes), the latency (time of the
+    last commit) and the trace (drafts, verify/frontier forwards, waits, preemptions, commits).
+    """
+    config = DSIConfig(lookahead, sp_degree, latency or Latency(), verify, queue,
+                       sample_drafts_at)
+    prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+    return _DSI(target, drafter, prompt, max_new_tokens, rng, config).run()
