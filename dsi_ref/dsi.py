@@ -24,9 +24,9 @@ from .latency import InvalidParameterError, Latency, Time
 from .models import LanguageModel, Number
 from .randomness import Randomness
 from .run import Event, Run
-from .verification import VERIFY_RULES, VerifyRule, decide, draft_token
+from .verification import Rule, VerifyRule, as_rule
 
-__all__ = ["DSIConfig", "dsi"]
+__all__ = ["DSIConfig", "DSIRun", "dsi"]
 
 QueuePolicy = Literal["fifo", "lifo", "any"]
 QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fifo", "lifo", "any")
@@ -41,7 +41,7 @@ class DSIConfig:
         sp_degree: number of target servers (``SP``), ``>= 1``; with ``SP >= 2`` one is reserved
             for the frontier task.
         latency: forward costs (default: target 1, drafter 1/10).
-        verify: ``"rejection"``, ``"exact_match"`` or ``"greedy"``.
+        verify: ``"rejection"``, ``"exact_match"``, ``"greedy"``, or a `Rule` object.
         queue: order in which waiting verification tasks get a server.
         sample_drafts_at: ``"end"`` (default) samples a draft when its forward completes;
             ``"start"`` samples it when the forward starts, so that a scheduler may see the
@@ -51,7 +51,7 @@ class DSIConfig:
     lookahead: int
     sp_degree: int
     latency: Latency = field(default_factory=Latency)
-    verify: VerifyRule = "rejection"
+    verify: VerifyRule | Rule = "rejection"
     queue: QueuePolicy = "fifo"
     sample_drafts_at: Literal["end", "start"] = "end"
 
@@ -60,9 +60,10 @@ class DSIConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(f"{name} must be an int >= 1, got {value!r}")
-        if self.verify not in VERIFY_RULES:
-            raise InvalidParameterError(f"verify must be one of {VERIFY_RULES}, got "
-                                        f"{self.verify!r}")
+        try:
+            as_rule(self.verify)
+        except (TypeError, ValueError) as error:
+            raise InvalidParameterError(str(error)) from None
         if self.queue not in QUEUE_POLICIES:
             raise InvalidParameterError(f"queue must be one of {QUEUE_POLICIES}, got "
                                         f"{self.queue!r}")
@@ -115,14 +116,18 @@ class _Draft:
         return (self.position, self.start, self.end, self.token)
 
 
-class _DSI:
-    """One run of DSI: the state of the event loop and the rules that change it."""
+class DSIRun:
+    """One run of DSI: the state of the event loop and the rules that change it.
+
+    Public so that variants (the zoo's mutants) can override one rule; use `dsi` to run it.
+    """
 
     def __init__(self, target: LanguageModel, drafter: LanguageModel, prompt: tuple[int, ...],
                  max_new_tokens: int, rng: Randomness, config: DSIConfig) -> None:
         self.target, self.drafter, self.prompt = target, drafter, prompt
         self.n, self.rng, self.cfg = max_new_tokens, rng, config
         self.eos = target.eos
+        self.rule = as_rule(config.verify)
         self.now: Time = Fraction(0)
         self.committed: list[int] = []
         self.drafts: list[int] = []                 # speculative tokens at F, F+1, ...
@@ -162,14 +167,13 @@ class _DSI:
         row = model_probs(self.drafter, self.prompt + context)        # q(. | spec sequence)
         cost = self.cfg.latency.cost("drafter", self.drafter_first, self.rng)
         self.drafter_first = False
-        token = (draft_token(self.cfg.verify, row, self.rng, context)
+        token = (self.rule.draft(row, self.rng, context)
                  if self.cfg.sample_drafts_at == "start" else None)
         self.drafting = _Draft(position, self.now, self.now + cost, token, row)
 
     def finish_draft(self, d: _Draft) -> None:
         context = self.spec()
-        token = d.token if d.token is not None else draft_token(self.cfg.verify, d.row, self.rng,
-                                                               context)
+        token = d.token if d.token is not None else self.rule.draft(d.row, self.rng, context)
         self.drafts.append(token)
         self.draft_rows.append(d.row)
         self.stats["drafts"] += 1
@@ -280,9 +284,9 @@ class _DSI:
             position = self.frontier
             row = self.supplied.pop(position)
             has_draft = bool(self.drafts)
-            decision = decide(self.cfg.verify, row, self.draft_rows[0] if has_draft else None,
-                              self.drafts[0] if has_draft else None, self.rng,
-                              tuple(self.committed))
+            decision = self.rule.decide(row, self.draft_rows[0] if has_draft else None,
+                                        self.drafts[0] if has_draft else None, self.rng,
+                                        tuple(self.committed))
             self.committed.append(decision.token)
             moved = True
             self.stats[decision.kind] += 1
@@ -293,16 +297,7 @@ class _DSI:
                 self.drafts.pop(0)
                 self.draft_rows.pop(0)
                 continue
-            # rejected (or bonus): everything speculative after `position` is built on a token
-            # that is not the committed one
-            self.drafts.clear()
-            self.draft_rows.clear()
-            self.supplied = {p: r for p, r in self.supplied.items() if p < self.frontier}
-            self.preempt_drafting(f"{decision.kind} at {position}")
-            for task in [t for t in self.tasks + self.queue if not t.frontier]:
-                self.preempt(task, f"{decision.kind} at {position}")
-            self.window_start = self.frontier
-            self.start_drafting()
+            self.invalidate(f"{decision.kind} at {position}")
         if not moved:
             return
         # tasks with nothing left to supply are stale
@@ -320,6 +315,18 @@ class _DSI:
                 self.preempt(task, "done")
             return
         self.submit(self.frontier, self.frontier, frontier=True)
+
+    def invalidate(self, why: str) -> None:
+        """After a rejection or a bonus token: everything speculative past the frontier is built
+        on a token that is not the committed one. Drop it, preempt it, restart drafting."""
+        self.drafts.clear()
+        self.draft_rows.clear()
+        self.supplied = {p: r for p, r in self.supplied.items() if p < self.frontier}
+        self.preempt_drafting(why)
+        for task in [t for t in self.tasks + self.queue if not t.frontier]:
+            self.preempt(task, why)
+        self.window_start = self.frontier
+        self.start_drafting()
 
     # -- the event loop ------------------------------------------------------------------------
     def state(self) -> tuple[object, ...]:
@@ -359,7 +366,7 @@ class _DSI:
 
 def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
         max_new_tokens: int, rng: Randomness, lookahead: int = 2, sp_degree: int = 2,
-        latency: Latency | None = None, verify: VerifyRule = "rejection",
+        latency: Latency | None = None, verify: VerifyRule | Rule = "rejection",
         queue: QueuePolicy = "fifo", *, sample_drafts_at: Literal["end", "start"] = "end") -> Run:
     """Distributed speculative inference on the virtual clock (docs/dsi-semantics.md).
 
@@ -370,4 +377,4 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
     config = DSIConfig(lookahead, sp_degree, latency or Latency(), verify, queue,
                        sample_drafts_at)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter)
-    return _DSI(target, drafter, prompt, max_new_tokens, rng, config).run()
+    return DSIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

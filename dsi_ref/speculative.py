@@ -18,7 +18,7 @@ from .latency import InvalidParameterError, Latency
 from .models import LanguageModel, Number
 from .randomness import Randomness
 from .run import Run
-from .verification import VERIFY_RULES, VerifyRule, decide, draft_token
+from .verification import Rule, VerifyRule, as_rule
 
 __all__ = ["SpeculativeConfig", "speculative"]
 
@@ -32,28 +32,29 @@ class SpeculativeConfig:
 
     Args:
         lookahead: drafts per iteration (``k`` in PAPER.md), ``>= 1``.
-        verify: ``"rejection"``, ``"exact_match"`` or ``"greedy"``.
+        verify: ``"rejection"``, ``"exact_match"``, ``"greedy"``, or a `Rule` object.
         latency: forward costs on the virtual clock.
     """
 
     lookahead: int
-    verify: VerifyRule = "rejection"
+    verify: VerifyRule | Rule = "rejection"
     latency: Latency = field(default_factory=Latency)
 
     def __post_init__(self) -> None:
         if isinstance(self.lookahead, bool) or not isinstance(self.lookahead, int) \
                 or self.lookahead < 1:
             raise InvalidParameterError(f"lookahead must be an int >= 1, got {self.lookahead!r}")
-        if self.verify not in VERIFY_RULES:
-            raise InvalidParameterError(
-                f"verify must be one of {VERIFY_RULES}, got {self.verify!r}")
+        try:
+            as_rule(self.verify)
+        except (TypeError, ValueError) as error:
+            raise InvalidParameterError(str(error)) from None
         if not isinstance(self.latency, Latency):
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
 
 
 def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
                 max_new_tokens: int, rng: Randomness, lookahead: int = 3,
-                verify: VerifyRule = "rejection", *, latency: Latency | None = None) -> Run:
+                verify: VerifyRule | Rule = "rejection", *, latency: Latency | None = None) -> Run:
     """Speculative inference: draft ``lookahead`` tokens, verify them with one target forward.
 
     Returns a `Run` whose ``tokens`` follow the target's law exactly (for ``"rejection"`` and
@@ -61,7 +62,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
     """
     config = SpeculativeConfig(lookahead, verify, latency or Latency())
     prompt = check_inputs(target, prompt, max_new_tokens, drafter)
-    rule, eos = config.verify, target.eos
+    rule, eos = as_rule(config.verify), target.eos
     rec = Recorder(config.latency, STATS)
     hint = merge_hint(rng)
     tokens: list[int] = []
@@ -80,7 +81,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
             row = model_probs(drafter, prefix + tuple(drafts))
             rec.forward("drafter", "draft", (start + j,), rng)
             rec.stats["drafter_forwards"] += 1
-            drafts.append(draft_token(rule, row, rng, tuple(tokens) + tuple(drafts)))
+            drafts.append(rule.draft(row, rng, tuple(tokens) + tuple(drafts)))
             draft_rows.append(row)
             if drafts[-1] == eos:  # nothing is drafted past EOS
                 break
@@ -96,7 +97,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
         # 3. verify left to right; stop at the first rejection (or at EOS)
         rejected = False
         for j, x in enumerate(drafts):
-            decision = decide(rule, target_rows[j], draft_rows[j], x, rng, tuple(tokens))
+            decision = rule.decide(target_rows[j], draft_rows[j], x, rng, tuple(tokens))
             rec.commit((len(tokens),), decision.kind)
             tokens.append(decision.token)
             rec.stats["accepted" if decision.accepted else "rejected"] += 1
@@ -106,7 +107,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
                 break
         # 4. bonus token from p after the last draft, when every draft was accepted
         if not (rejected or done):
-            bonus = decide(rule, target_rows[len(drafts)], None, None, rng, tuple(tokens))
+            bonus = rule.decide(target_rows[len(drafts)], None, None, rng, tuple(tokens))
             rec.commit((len(tokens),), bonus.kind)
             tokens.append(bonus.token)
             rec.stats["bonus"] += 1

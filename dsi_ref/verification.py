@@ -37,17 +37,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from .models import Number
 from .randomness import Randomness
 
 __all__ = [
+    "RULES",
     "VERIFY_RULES",
     "Decision",
+    "ExactMatch",
+    "Greedy",
     "NumericalError",
+    "RejectionSampling",
+    "Rule",
     "VerifyRule",
     "argmax",
+    "as_rule",
     "decide",
     "draft_token",
     "residual",
@@ -87,9 +93,7 @@ def residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> l
 def draft_token(rule: VerifyRule, draft_probs: Sequence[Number], rng: Randomness,
                 context: tuple[int, ...]) -> int:
     """The drafter's proposal after ``context``: ``x ~ q`` (``argmax q`` for greedy)."""
-    if rule == "greedy":
-        return argmax(draft_probs)
-    return rng.categorical(draft_probs, key=("draft", len(context), context))
+    return as_rule(rule).draft(draft_probs, rng, context)
 
 
 def decide(rule: VerifyRule, target_probs: Sequence[Number],
@@ -98,33 +102,135 @@ def decide(rule: VerifyRule, target_probs: Sequence[Number],
     """Decide the position after ``context`` from ``p = target_probs`` and the draft ``x ~ q``.
 
     ``context`` is the committed generated tokens before the position (its length is the
-    position).
-
-    With ``draft=None`` the position gets a bonus token from ``p``. Otherwise the rule accepts the
-    draft or commits a residual token (see the glossary).
+    position). With ``draft=None`` the position gets a bonus token from ``p``; otherwise the rule
+    accepts the draft or commits a residual token (see the glossary).
     """
-    position = len(context)
-    if draft is None:
-        if rule == "greedy":
-            return Decision(argmax(target_probs), False, "bonus")
-        token = rng.categorical(target_probs, key=("target", position, context))
-        return Decision(token, False, "bonus")
-    if rule == "rejection":
-        assert draft_probs is not None
+    return as_rule(rule).decide(target_probs, draft_probs, draft, rng, context)
+
+
+@runtime_checkable
+class Rule(Protocol):
+    """A verification rule as an object: how to draft and how to decide a position.
+
+    The built-in rules are `StandardRule` instances; a custom rule (a new verification scheme, or
+    a deliberately wrong one from the zoo) passes as ``verify=`` to `speculative` and `dsi`.
+    ``greedy`` says whether its reference is the target's greedy sequence.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short name for reports."""
+        ...
+
+    @property
+    def greedy(self) -> bool:
+        """True when the reference is the target's greedy sequence."""
+        ...
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """The drafter's proposal after ``context``."""
+        ...
+
+    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
+               draft: int | None, rng: Randomness, context: tuple[int, ...]) -> Decision:
+        """Decide the position after ``context`` (see `decide`)."""
+        ...
+
+
+class RejectionSampling:
+    """Token-level rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
+
+    Split into the steps that real implementations get wrong, so that the zoo's mutants
+    (`dsi_ref.zoo`) override exactly one of them.
+    """
+
+    name = "rejection"
+    greedy = False
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """``x ~ q``."""
+        return rng.categorical(draft_probs, key=("draft", len(context), context))
+
+    def accept(self, target_probs: Sequence[Number], draft_probs: Sequence[Number], draft: int,
+               rng: Randomness, context: tuple[int, ...]) -> bool:
+        """Accept ``x`` with probability ``min(1, p(x)/q(x))`` (``q(x) > 0`` since ``x ~ q``)."""
         p, q = target_probs[draft], draft_probs[draft]
-        # accept x with probability min(1, p(x)/q(x)); q(x) > 0 since x ~ q
-        if p >= q or rng.bernoulli(p / q, key=("accept", position, context)):
-            return Decision(draft, True, "accepted")
+        return bool(p >= q or rng.bernoulli(p / q, key=("accept", len(context), context)))
+
+    def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
+                 rng: Randomness, context: tuple[int, ...]) -> int:
+        """A token from the normalised residual ``(p − q)+``."""
         weights = residual(target_probs, draft_probs)
         if not sum(weights) > 0:
-            raise NumericalError(f"rejected the draft {draft} at position {position} but the "
+            raise NumericalError(f"rejected the draft at position {len(context)} but the "
                                  "residual (p - q)+ is empty: float rounding in p or q")
-        token = rng.categorical(weights, key=("residual", position, context))
-        return Decision(token, False, "rejected")
-    if rule == "exact_match":
-        y = rng.categorical(target_probs, key=("target", position, context))
+        return rng.categorical(weights, key=("residual", len(context), context))
+
+    def bonus(self, target_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """A token from ``p`` at a position with no draft."""
+        return rng.categorical(target_probs, key=("target", len(context), context))
+
+    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
+               draft: int | None, rng: Randomness, context: tuple[int, ...]) -> Decision:
+        """Accept the draft or commit a residual token; a bonus token without a draft."""
+        if draft is None:
+            return Decision(self.bonus(target_probs, rng, context), False, "bonus")
+        assert draft_probs is not None
+        if self.accept(target_probs, draft_probs, draft, rng, context):
+            return Decision(draft, True, "accepted")
+        return Decision(self.residual(target_probs, draft_probs, rng, context), False,
+                        "rejected")
+
+
+class ExactMatch(RejectionSampling):
+    """Exact-match sampling: draw ``y ~ p``; accept the draft iff ``y = x``, else commit ``y``."""
+
+    name = "exact_match"
+
+    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
+               draft: int | None, rng: Randomness, context: tuple[int, ...]) -> Decision:
+        """Commit ``y ~ p`` whatever the draft; it is accepted when equal."""
+        y = self.bonus(target_probs, rng, context)
+        if draft is None:
+            return Decision(y, False, "bonus")
         return Decision(y, y == draft, "accepted" if y == draft else "rejected")
-    if rule == "greedy":
+
+
+class Greedy(RejectionSampling):
+    """Temperature-0 decoding for both models: draft ``argmax q``, accept iff it is ``argmax p``."""
+
+    name = "greedy"
+    greedy = True
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """``argmax q`` (ties: lowest id)."""
+        return argmax(draft_probs)
+
+    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
+               draft: int | None, rng: Randomness, context: tuple[int, ...]) -> Decision:
+        """Commit ``argmax p``; the draft is accepted when equal."""
         y = argmax(target_probs)
+        if draft is None:
+            return Decision(y, False, "bonus")
         return Decision(y, y == draft, "accepted" if y == draft else "rejected")
-    raise ValueError(f"unknown verification rule {rule!r}; expected one of {VERIFY_RULES}")
+
+
+#: The built-in rules by name.
+RULES: dict[str, Rule] = {"rejection": RejectionSampling(), "exact_match": ExactMatch(),
+                          "greedy": Greedy()}
+
+
+def as_rule(verify: VerifyRule | Rule) -> Rule:
+    """The `Rule` object for a rule name or a rule object; a clear error otherwise."""
+    if isinstance(verify, str):
+        if verify not in RULES:
+            raise ValueError(f"verify must be one of {VERIFY_RULES} or a Rule, got {verify!r}")
+        return RULES[verify]
+    if isinstance(verify, Rule):
+        return verify
+    raise TypeError(f"verify must be a rule name {VERIFY_RULES} or a Rule object, got "
+                    f"{type(verify).__name__}")

@@ -1,0 +1,366 @@
+"""The zoo of wrong decoders: each a small variation of a correct one, named after a real bug.
+
+A decoder that is wrong must fail loudly. Every mutant here reproduces the pattern of a bug seen in
+speculative-decoding code; the test suite fails if any of them passes the exact audit, and
+``dsi-ref audit`` reports how many were killed and the witness sequence of each.
+
+Three kinds of mutation:
+
+* a verification rule with one step changed (a subclass of `RejectionSampling` passed as
+  ``verify=`` to the correct `speculative`);
+* the SI loop with one structural bug (`_buggy_speculative`);
+* DSI with one orchestration rule changed (a subclass of `DSIRun`), or DSI replaced by a race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .audit import check_lossless
+from .autoregressive import autoregressive
+from .exact import ScheduleDependenceError, Witness
+from .decoding import Recorder, check_inputs, model_probs
+from .dsi import DSIConfig, DSIRun, _Task
+from .latency import Latency
+from .models import LanguageModel, Number
+from .randomness import Key, Randomness
+from .run import Run
+from .suite import ModelPair, default_suite
+from .speculative import STATS, speculative
+from .verification import RejectionSampling, argmax, residual
+
+__all__ = ["MUTANTS", "Kill", "Mutant", "hunt"]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A wrong decoder: its name, the real bug pattern, and a callable with `speculative`'s
+    signature ``(target, drafter, prompt, max_new_tokens, rng, lookahead=..., **kwargs)``."""
+
+    name: str
+    pattern: str
+    decoder: Callable[..., Run]
+    base: str  # "speculative" or "dsi"
+
+
+# -- verification rules with one step wrong ------------------------------------------------------
+
+
+class _GreedyDraftSoftVerify(RejectionSampling):
+    name = "greedy-draft-soft-q"
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        return argmax(draft_probs)  # BUG: drafts argmax q, but accepts with min(1, p/q)
+
+
+class _TemperatureDraft(RejectionSampling):
+    name = "tempered-draft"
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        sharpened = [q * q for q in draft_probs]  # BUG: samples q^(1/T), T = 1/2; verifies with q
+        return rng.categorical(sharpened, key=("draft", len(context), context))
+
+
+class _ResidualFromTarget(RejectionSampling):
+    name = "residual-from-p"
+
+    def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
+                 rng: Randomness, context: tuple[int, ...]) -> int:
+        return self.bonus(target_probs, rng, context)  # BUG: resamples p instead of (p - q)+
+
+
+class _ResidualUnclipped(RejectionSampling):
+    name = "residual-unclipped"
+
+    def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
+                 rng: Randomness, context: tuple[int, ...]) -> int:
+        weights = [abs(p - q) for p, q in zip(target_probs, draft_probs, strict=True)]
+        return rng.categorical(weights, key=("residual", len(context), context))  # BUG: |p - q|
+
+
+class _ResidualUnnormalised(RejectionSampling):
+    name = "residual-unnormalised"
+
+    def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
+                 rng: Randomness, context: tuple[int, ...]) -> int:
+        weights = residual(target_probs, draft_probs)
+        # BUG: inverse CDF of the unnormalised (p - q)+ against u ~ U(0, 1): the missing mass
+        # 1 - sum (p - q)+ falls through to the last token
+        weights[-1] += 1 - sum(weights)
+        return rng.categorical(weights, key=("residual", len(context), context))
+
+
+class _AcceptRatioInverted(RejectionSampling):
+    name = "accept-ratio-inverted"
+
+    def accept(self, target_probs: Sequence[Number], draft_probs: Sequence[Number], draft: int,
+               rng: Randomness, context: tuple[int, ...]) -> bool:
+        p, q = target_probs[draft], draft_probs[draft]
+        ratio = Fraction(1) if q >= p else Fraction(q) / Fraction(p)  # BUG: min(1, q/p)
+        return rng.bernoulli(ratio, key=("accept", len(context), context))
+
+
+class _SharedUniform(RejectionSampling):
+    name = "shared-uniform"
+
+    def accept(self, target_probs: Sequence[Number], draft_probs: Sequence[Number], draft: int,
+               rng: Randomness, context: tuple[int, ...]) -> bool:
+        p, q = target_probs[draft], draft_probs[draft]
+        # BUG: the acceptance coin reuses the uniform that drew the draft
+        return bool(p >= q or rng.bernoulli(p / q, key=("draft", len(context), context)))
+
+
+class _TemperatureInAcceptOnly(RejectionSampling):
+    name = "processor-one-side"
+
+    def accept(self, target_probs: Sequence[Number], draft_probs: Sequence[Number], draft: int,
+               rng: Randomness, context: tuple[int, ...]) -> bool:
+        # BUG: a logits processor (temperature 2) is applied to p in the accept test only
+        flat = [Fraction(p) ** 2 for p in target_probs]
+        ratio = flat[draft] / sum(flat) / Fraction(draft_probs[draft])
+        return bool(ratio >= 1 or rng.bernoulli(ratio, key=("accept", len(context), context)))
+
+
+class _WrongSideAtTies(RejectionSampling):
+    """The uniform is drawn on a grid of ``1/grid`` (a low-precision RNG), so ``u = p/q`` has
+    positive probability; accepting on ``u <= p/q`` instead of ``u < p/q`` is then biased."""
+
+    name = "accept-wrong-side-at-ties"
+    grid = 12
+
+    def accept(self, target_probs: Sequence[Number], draft_probs: Sequence[Number], draft: int,
+               rng: Randomness, context: tuple[int, ...]) -> bool:
+        ratio = Fraction(target_probs[draft]) / Fraction(draft_probs[draft])
+        u = Fraction(rng.categorical([1] * self.grid, key=("accept", len(context), context)),
+                     self.grid)
+        return u <= ratio  # BUG: the correct test is u < p/q
+
+
+def _with_rule(rule: RejectionSampling) -> Callable[..., Run]:
+    def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 2, **kwargs: Any) -> Run:
+        kwargs.pop("verify", None)
+        return speculative(target, drafter, prompt, max_new_tokens, rng, lookahead, rule,
+                           **kwargs)
+    return decoder
+
+
+# -- the SI loop with one structural bug ---------------------------------------------------------
+
+
+def _buggy_speculative(bug: str) -> Callable[..., Run]:
+    """SI (rejection sampling) with one of: ``"no-break"``, ``"bonus-from-q"``,
+    ``"bonus-off-by-one"``, ``"stale-target-probs"``."""
+    rule = RejectionSampling()
+
+    def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 2,
+                latency: Latency | None = None, **_: Any) -> Run:
+        prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+        rec = Recorder(latency or Latency(), STATS)
+        tokens: list[int] = []
+        stale: tuple[Number, ...] | None = None
+        while len(tokens) < max_new_tokens:
+            prefix = prompt + tuple(tokens)
+            m = min(lookahead, max_new_tokens - len(tokens) - 1)
+            drafts: list[int] = []
+            rows: list[tuple[Number, ...]] = []
+            for _j in range(m):
+                rows.append(model_probs(drafter, prefix + tuple(drafts)))
+                drafts.append(rule.draft(rows[-1], rng, tuple(tokens) + tuple(drafts)))
+            target_rows = [model_probs(target, prefix + tuple(drafts[:j]))
+                           for j in range(m + 1)]
+            if stale is not None:  # BUG: p at the first position comes from the old forward
+                target_rows[0], stale = stale, None
+            rec.forward("target", "verify", (), rng)
+            accepted_all = True
+            for j, x in enumerate(drafts):
+                decision = rule.decide(target_rows[j], rows[j], x, rng, tuple(tokens))
+                tokens.append(decision.token)
+                if not decision.accepted:
+                    accepted_all = False
+                    if bug == "stale-target-probs" and j + 1 < len(target_rows):
+                        stale = target_rows[j + 1]  # computed on the rejected draft
+                    if bug != "no-break":  # BUG "no-break": keeps verifying the later drafts
+                        break
+            if accepted_all:
+                if bug == "bonus-from-q":  # BUG: the bonus token is drawn from the drafter
+                    row = model_probs(drafter, prefix + tuple(drafts))
+                elif bug == "bonus-off-by-one" and drafts:  # BUG: p of the last draft's position
+                    row = target_rows[len(drafts) - 1]
+                else:
+                    row = target_rows[len(drafts)]
+                tokens.append(rule.bonus(row, rng, tuple(tokens)))
+        return rec.result(tokens[:max_new_tokens])
+
+    return decoder
+
+
+# -- DSI with one orchestration rule wrong -------------------------------------------------------
+
+
+class _CommitsPreempted(DSIRun):
+    def preempt(self, task: _Task, why: str) -> None:
+        if why.startswith(("rejected", "bonus")):
+            return  # BUG: "preempted" tasks keep running and their p (stale context) is used
+        super().preempt(task, why)
+
+
+class _StaleRowsAfterRejection(DSIRun):
+    def invalidate(self, why: str) -> None:
+        kept = dict(self.supplied)
+        super().invalidate(why)
+        self.supplied = kept  # BUG: p computed on the rejected draft stays available
+
+
+class _NoPreemptOnBonus(DSIRun):
+    def invalidate(self, why: str) -> None:
+        if why.startswith("bonus"):
+            return  # BUG: the draft in flight for the decided position is kept as the next one
+        super().invalidate(why)
+
+
+def _dsi_variant(cls: type[DSIRun]) -> Callable[..., Run]:
+    def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 2, sp_degree: int = 2,
+                latency: Latency | None = None, **kwargs: Any) -> Run:
+        config = DSIConfig(lookahead, sp_degree, latency or Latency(), **kwargs)
+        prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+        return cls(target, drafter, prompt, max_new_tokens, rng, config).run()
+    return decoder
+
+
+class _Namespaced:
+    """``rng`` with every key prefixed: draws independent of the same decisions elsewhere."""
+
+    def __init__(self, rng: Randomness, namespace: str) -> None:
+        self.rng, self.namespace = rng, namespace
+
+    def _key(self, key: Key) -> Key:
+        return None if key is None else (self.namespace + ":" + str(key[0]), *key[1:]) \
+            if isinstance(key, tuple) and key and isinstance(key[0], str) else (self.namespace,
+                                                                                  key)
+
+    def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        return self.rng.categorical(weights, key=self._key(key))
+
+    def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        return self.rng.bernoulli(p, key=self._key(key))
+
+    def choose(self, options: Sequence[Any], key: Key = None) -> Any:
+        return self.rng.choose(options, key=key)
+
+
+def _race(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+          max_new_tokens: int, rng: Randomness, lookahead: int = 2,
+          latency: Latency | None = None, **_: Any) -> Run:
+    # BUG: a target-only thread and the speculative path run with independent randomness and
+    # the first to finish wins — the winner is chosen by how lucky the drafts were
+    alone = autoregressive(target, prompt, max_new_tokens, _Namespaced(rng, "target-only"),
+                           latency=latency)
+    spec = speculative(target, drafter, prompt, max_new_tokens, _Namespaced(rng, "speculative"),
+                       lookahead, latency=latency)
+    return spec if spec.time <= alone.time else alone
+
+
+def _mutants() -> dict[str, Mutant]:
+    table = [
+        ("greedy-draft-soft-q", "drafts greedily (argmax q) but accepts with the soft q",
+         _with_rule(_GreedyDraftSoftVerify()), "speculative"),
+        ("tempered-draft", "drafts from a temperature-scaled q, verifies with the plain q",
+         _with_rule(_TemperatureDraft()), "speculative"),
+        ("residual-from-p", "on rejection resamples p instead of the residual (p - q)+",
+         _with_rule(_ResidualFromTarget()), "speculative"),
+        ("residual-unclipped", "residual not clipped at 0: samples |p - q|",
+         _with_rule(_ResidualUnclipped()), "speculative"),
+        ("residual-unnormalised", "residual not renormalised: the missing mass goes to the last "
+         "token", _with_rule(_ResidualUnnormalised()), "speculative"),
+        ("accept-ratio-inverted", "acceptance probability min(1, q/p) instead of min(1, p/q)",
+         _with_rule(_AcceptRatioInverted()), "speculative"),
+        ("shared-uniform", "the acceptance coin reuses the draft's uniform",
+         _with_rule(_SharedUniform()), "speculative"),
+        ("processor-one-side", "a logits processor (temperature) applied to p in the accept "
+         "test only", _with_rule(_TemperatureInAcceptOnly()), "speculative"),
+        ("accept-wrong-side-at-ties", "u <= p/q instead of u < p/q with a coarse uniform",
+         _with_rule(_WrongSideAtTies()), "speculative"),
+        ("no-break-after-rejection", "keeps verifying drafts after the first rejection",
+         _buggy_speculative("no-break"), "speculative"),
+        ("bonus-from-q", "the bonus token is drawn from the drafter",
+         _buggy_speculative("bonus-from-q"), "speculative"),
+        ("bonus-off-by-one", "the bonus token uses p of the last draft's position",
+         _buggy_speculative("bonus-off-by-one"), "speculative"),
+        ("stale-target-probs", "after a rejection, verifies against p computed on the "
+         "rejected draft", _buggy_speculative("stale-target-probs"), "speculative"),
+        ("dsi-commits-preempted", "DSI commits with p from a task built on a rejected draft",
+         _dsi_variant(_CommitsPreempted), "dsi"),
+        ("dsi-stale-rows", "DSI keeps p computed on a rejected draft after the rejection",
+         _dsi_variant(_StaleRowsAfterRejection), "dsi"),
+        ("dsi-no-preempt-on-bonus", "DSI keeps the in-flight draft after a bonus token",
+         _dsi_variant(_NoPreemptOnBonus), "dsi"),
+        ("race-independent", "races a target-only thread and SI with independent randomness, "
+         "keeps whichever finishes first", _race, "dsi"),
+    ]
+    return {name: Mutant(name, pattern, fn, base) for name, pattern, fn, base in table}
+
+
+#: Every mutant by name.
+MUTANTS: dict[str, Mutant] = _mutants()
+
+
+@dataclass(frozen=True)
+class Kill:
+    """How a mutant was caught: the configuration, and the worst sequence or the witness."""
+
+    mutant: str
+    model: str
+    config: str
+    tv_distance: Fraction | None
+    worst_sequence: tuple[int, ...] | None
+    mutant_probability: Fraction | None
+    target_probability: Fraction | None
+    witness: Witness | None = None
+
+    def __str__(self) -> str:
+        if self.witness is not None:
+            worst, pa, pb = self.witness.discrepancy
+            return (f"{self.model} {self.config}: schedule-dependent, e.g. P({worst}) = {pa} vs "
+                    f"{pb} depending on the scheduler")
+        return (f"{self.model} {self.config}: TV {self.tv_distance}, P{self.worst_sequence} = "
+                f"{self.mutant_probability} vs target {self.target_probability}")
+
+
+#: Latencies tried on DSI-level mutants: a fast drafter, ties (c = 1), a slow drafter (bonuses).
+HUNT_LATENCIES = (Latency(), Latency(drafter=Fraction(1)), Latency(drafter=Fraction(3, 2)))
+
+
+def hunt(mutant: Mutant, pairs: Sequence[ModelPair] | None = None, max_new_tokens: int = 3,
+         lookahead: int = 2) -> Kill | None:
+    """Look for a configuration where ``mutant`` is not lossless (exact audit); None if none.
+
+    A schedule-dependent output law counts as a kill: some scheduler makes the law wrong.
+    """
+    latencies = HUNT_LATENCIES if mutant.base == "dsi" else (Latency(),)
+    for latency in latencies:
+        for pair in pairs if pairs is not None else default_suite():
+            config = f"N={max_new_tokens} k={lookahead} c={latency.drafter}"
+
+            def program(rng: Randomness, pair: ModelPair = pair,
+                        latency: Latency = latency) -> Run:
+                return mutant.decoder(pair.target, pair.drafter, pair.prompt, max_new_tokens,
+                                      rng, lookahead=lookahead, latency=latency)
+
+            try:
+                report = check_lossless(program, pair.target, pair.prompt, max_new_tokens)
+            except ScheduleDependenceError as error:
+                return Kill(mutant.name, pair.name, config, None, None, None, None,
+                            error.witness)
+            if not report.equal:
+                return Kill(mutant.name, pair.name, config, report.tv_distance,
+                            report.worst_sequence, report.decoder_probability,
+                            report.target_probability)
+    return None
