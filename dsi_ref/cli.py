@@ -12,17 +12,24 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .report import SECTIONS, Section, render_section
+from .commands import TOP_SECTIONS
+from .report import SECTIONS, Section, SectionSpec, render_section
 
 __all__ = ["COMMANDS", "main"]
 
 
+def audit_sections() -> list[SectionSpec]:
+    """Every section of ``dsi-ref audit``: the core's, then the top floor's."""
+    return [*SECTIONS, *TOP_SECTIONS]
+
+
 def _audit(args: argparse.Namespace) -> int:
-    selected = [s for s in SECTIONS if not args.section or s.name in args.section]
-    unknown = set(args.section or ()) - {s.name for s in SECTIONS}
+    sections = audit_sections()
+    selected = [s for s in sections if not args.section or s.name in args.section]
+    unknown = set(args.section or ()) - {s.name for s in sections}
     if unknown:
         print(f"unknown section(s): {', '.join(sorted(unknown))}; "
-              f"known: {', '.join(s.name for s in SECTIONS)}", file=sys.stderr)
+              f"known: {', '.join(s.name for s in sections)}", file=sys.stderr)
         return 2
     results: list[Section] = []
     for make in selected:
@@ -47,7 +54,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                        "status 1 if anything fails.")
     p.add_argument("--section", action="append", metavar="NAME",
                    help="run only this section (repeatable): "
-                   + ", ".join(s.name for s in SECTIONS))
+                   + ", ".join(s.name for s in audit_sections()))
     p.add_argument("--quick", action="store_true", help="smaller budgets (a smoke test)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")

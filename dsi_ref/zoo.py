@@ -21,15 +21,15 @@ from typing import Any
 
 from .audit import check_lossless
 from .autoregressive import autoregressive
-from .exact import ScheduleDependenceError, Witness
 from .decoding import Recorder, check_inputs, model_probs
 from .dsi import DSIConfig, DSIRun, _Task
+from .exact import ScheduleDependenceError, Witness
 from .latency import Latency
 from .models import LanguageModel, Number
 from .randomness import Key, Randomness
 from .run import Run
-from .suite import ModelPair, default_suite
 from .speculative import STATS, speculative
+from .suite import ModelPair, default_suite
 from .verification import RejectionSampling, argmax, residual
 
 __all__ = ["MUTANTS", "Kill", "Mutant", "hunt"]
@@ -79,7 +79,8 @@ class _ResidualUnclipped(RejectionSampling):
 
     def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
                  rng: Randomness, context: tuple[int, ...]) -> int:
-        weights = [abs(p - q) for p, q in zip(target_probs, draft_probs, strict=True)]
+        weights: list[Number] = [abs(Fraction(p) - Fraction(q))
+                                 for p, q in zip(target_probs, draft_probs, strict=True)]
         return rng.categorical(weights, key=("residual", len(context), context))  # BUG: |p - q|
 
 

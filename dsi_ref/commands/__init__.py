@@ -1,0 +1,17 @@
+"""The top floor: CLI sub-commands that compose the core with `theory`, `proofs` and the backends.
+
+Each module here exposes ``install(subparsers)`` (registered in `dsi_ref.cli.COMMANDS`). Audit
+sections that need more than the core (the theorems, the Hugging Face audit) are listed in
+`TOP_SECTIONS` and appended to the core's `dsi_ref.report.SECTIONS` by ``dsi-ref audit``.
+Only `dsi_ref.cli` and this package may import `theory`, `proofs` or (lazily, inside a function)
+`dsi_ref.backends`; a test enforces it.
+"""
+
+from __future__ import annotations
+
+from ..report import SectionSpec
+
+__all__ = ["TOP_SECTIONS"]
+
+#: Audit sections defined on the top floor, run after the core's sections.
+TOP_SECTIONS: list[SectionSpec] = []
