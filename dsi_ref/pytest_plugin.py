@@ -20,6 +20,7 @@ Example (in a user's test file; no import of the plugin needed)::
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 from typing import Any
 
@@ -47,9 +48,7 @@ def check_lossless() -> Any:
 @pytest.fixture
 def dsi_strategies() -> ModuleType:
     """The hypothesis strategies of `dsi_ref.strategies`."""
-    from . import strategies
-
-    return strategies
+    return importlib.import_module("dsi_ref.strategies")
 
 
 @pytest.fixture

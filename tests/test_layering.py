@@ -1,0 +1,143 @@
+"""The import rules of DESIGN.md, enforced by walking every module's imports (AST, no execution).
+
+* ``theory`` imports sympy (and the standard library) only; ``proofs`` adds ``theory`` and z3;
+  neither imports ``dsi_ref``.
+* The core ``dsi_ref`` never imports ``theory``/``proofs`` (two independent computations of the
+  same quantities); only the top floor (``dsi_ref.cli``, ``dsi_ref.commands``) composes them.
+* Only ``dsi_ref.backends`` imports torch / transformers; nothing imports ``dsi_ref.backends``
+  except the top floor, and only lazily (inside a function), so the core works without torch.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("dsi_ref", "theory", "proofs")
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+#: Third-party packages the core may import at module level (pyproject runtime dependencies and
+#: pytest for the plugin).
+CORE_THIRD_PARTY = {"numpy", "scipy", "hypothesis", "tqdm", "pytest"}
+#: Packages the core may import only inside a function (optional extras).
+CORE_LAZY = {"matplotlib"}
+TORCH_LIKE = {"torch", "transformers", "accelerate", "safetensors"}
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted
+    target: str  # the imported module, dotted and absolute
+    lazy: bool   # inside a function body
+    line: int
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> list[Import]:
+    """Every import in ``source`` (of ``module``), resolved to absolute dotted names."""
+    tree = ast.parse(source)
+    out: list[Import] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            if isinstance(child, ast.Import):
+                out.extend(Import(module, a.name, lazy, child.lineno) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = module.split(".")
+                    if not is_package:
+                        anchor = anchor[:-1]
+                    anchor = anchor[:len(anchor) - (child.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                targets = [base] if child.module else [f"{base}.{a.name}" for a in child.names]
+                if child.module:  # `from pkg import sub` may import a submodule
+                    targets += [f"{base}.{a.name}" for a in child.names]
+                out.extend(Import(module, t, lazy, child.lineno) for t in targets)
+            visit(child, inner)
+
+    visit(tree, False)
+    return out
+
+
+def violations(imp: Import) -> list[str]:
+    """The rules of DESIGN.md that ``imp`` breaks (empty when it is allowed)."""
+    src, dst, top = imp.module, imp.target, imp.target.split(".")[0]
+    where = f"{src}:{imp.line} imports {dst}"
+    if top in STDLIB or dst == src or dst.startswith(src + "."):
+        return []
+    out: list[str] = []
+    layer = src.split(".")[0]
+    top_floor = src == "dsi_ref.cli" or src.startswith("dsi_ref.commands")
+    backend = src.startswith("dsi_ref.backends")
+    if layer == "theory" and top not in {"theory", "sympy"}:
+        out.append(f"{where}: theory/ may import sympy only")
+    if layer == "proofs" and top not in {"proofs", "theory", "sympy", "z3"}:
+        out.append(f"{where}: proofs/ may import theory, sympy and z3 only")
+    if top in TORCH_LIKE and not backend:
+        out.append(f"{where}: only dsi_ref.backends may import {top}")
+    if dst.startswith("dsi_ref.backends") and not backend and not (top_floor and imp.lazy):
+        out.append(f"{where}: only the top floor may import dsi_ref.backends, inside a function")
+    if layer == "dsi_ref" and not backend and not top_floor:
+        if top in {"theory", "proofs"}:
+            out.append(f"{where}: the core never imports theory/ or proofs/")
+        elif top != "dsi_ref" and top not in CORE_THIRD_PARTY | TORCH_LIKE and not (
+                top in CORE_LAZY and imp.lazy):
+            out.append(f"{where}: the core may import only {sorted(CORE_THIRD_PARTY)} "
+                       f"(and {sorted(CORE_LAZY)} inside a function)")
+    return out
+
+
+def all_imports() -> list[Import]:
+    found: list[Import] = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found += imports_of(path.read_text(), _module_name(path), path.name == "__init__.py")
+    return found
+
+
+def test_every_import_respects_the_layering_rules() -> None:
+    imports = all_imports()
+    assert len(imports) > 50, "the walker found suspiciously few imports"
+    broken = [v for imp in imports for v in violations(imp)]
+    assert not broken, "layering violations:\n" + "\n".join(broken)
+
+
+@pytest.mark.parametrize(("module", "source", "rule"), [
+    ("theory.latency", "import numpy", "sympy only"),
+    ("theory.latency", "from dsi_ref import dsi", "sympy only"),
+    ("proofs.solver", "import dsi_ref.exact", "theory, sympy and z3"),
+    ("dsi_ref.audit", "from theory import si", "never imports theory"),
+    ("dsi_ref.audit", "from ..proofs import x", "never imports theory"),
+    ("dsi_ref.models", "import pandas", "the core may import only"),
+    ("dsi_ref.speculative", "import torch", "only dsi_ref.backends may import torch"),
+    ("dsi_ref.report", "from .backends import hf", "only the top floor"),
+    ("dsi_ref.cli", "from .backends import hf", "inside a function"),
+    ("dsi_ref.plots", "import matplotlib.pyplot as plt", "inside a function"),
+])
+def test_layering_checker_flags_each_forbidden_import(module: str, source: str,
+                                                      rule: str) -> None:
+    found = [v for imp in imports_of(source, module, False) for v in violations(imp)]
+    assert any(rule in v for v in found), found
+
+
+@pytest.mark.parametrize(("module", "source"), [
+    ("dsi_ref.cli", "def f():\n    from .backends import hf"),
+    ("dsi_ref.commands.theorems", "from proofs import theorems"),
+    ("dsi_ref.backends.torch_lm", "import torch"),
+    ("dsi_ref.plots", "def f():\n    import matplotlib.pyplot as plt"),
+    ("proofs.solver", "import z3\nfrom theory import si"),
+])
+def test_layering_checker_allows_each_permitted_import(module: str, source: str) -> None:
+    assert [v for imp in imports_of(source, module, False) for v in violations(imp)] == []
