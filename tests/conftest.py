@@ -1,7 +1,8 @@
 """Test-suite settings: hypothesis profiles chosen by HYPOTHESIS_PROFILE (dev / ci / nightly).
 
-``ci`` (the default under CI=true) is derandomised so that a CI run is reproducible; ``dev`` explores
-new examples each run; ``nightly`` is for long runs (``HYPOTHESIS_PROFILE=nightly pytest -m ''``).
+``ci`` (the default under CI=true) is derandomised so that a CI run is reproducible; ``dev``
+explores new examples each run; ``nightly`` is for long runs
+(``HYPOTHESIS_PROFILE=nightly pytest -m ''``).
 """
 
 from __future__ import annotations
@@ -16,4 +17,5 @@ settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("nightly", max_examples=500, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE",
+                                     "ci" if os.environ.get("CI") else "dev"))
