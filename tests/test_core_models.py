@@ -1,0 +1,93 @@
+"""Language models: validation names the model, the prefix and the problem; nothing is repaired."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction as F
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dsi_ref as dr
+from dsi_ref.models import validate_probs
+from dsi_ref.strategies import exact_rows, language_models
+
+
+@pytest.mark.parametrize(("row", "problem"), [
+    ((F(1, 2), F(1, 2), F(0)), None),
+    ((F(1, 2), F(1, 2)), "expected 3 probabilities, got 2"),
+    ((F(1, 2), F(1, 2), F(1, 2)), "sum to 3/2, not 1"),
+    ((F(3, 2), F(-1, 2), F(0)), "token 1 is -1/2 < 0"),
+    ((0.5, 0.5, math.nan), "token 2 is nan"),
+    ((0.5, 0.5, math.inf), "token 2 is inf"),
+    ((0.5, 0.5 + 1e-6, 0.0), "not 1 (tolerance"),
+    ((0.5, 0.5 + 1e-12, 0.0), None),
+    (("a", 0.5, 0.5), "has type str"),
+])
+def test_validation_rejects_each_malformed_row_with_a_named_error(row: tuple[object, ...],
+                                                                 problem: str | None) -> None:
+    model = dr.FunctionLM(3, lambda prefix: row, name="my-model")  # type: ignore[arg-type,return-value]
+    if problem is None:
+        assert len(model.probs((0, 1))) == 3
+        return
+    with pytest.raises(dr.InvalidDistributionError) as info:
+        model.probs((0, 1))
+    message = str(info.value)
+    assert problem in message and "my-model" in message and "(0, 1)" in message
+
+
+def test_exact_rows_must_sum_to_exactly_one() -> None:
+    nearly = (F(1, 3), F(1, 3), F(1, 3) + F(1, 10**30))
+    with pytest.raises(dr.InvalidDistributionError, match="sum to"):
+        validate_probs(nearly, 3)
+
+
+def test_table_model_validates_rows_at_construction_and_reports_missing_contexts() -> None:
+    with pytest.raises(dr.InvalidDistributionError, match="sum to 1/2"):
+        dr.TableLM(vocab_size=2, context=0, table={(): (F(1, 4), F(1, 4))})
+    bigram = dr.TableLM(vocab_size=2, context=1, table={(0,): (F(1), F(0))})
+    assert bigram.probs((1, 0)) == (F(1), F(0))
+    with pytest.raises(dr.InvalidDistributionError, match=r"no row for context \(1,\)"):
+        bigram.probs((0, 1))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"vocab_size": 0}, "vocab_size must be a positive int"),
+    ({"vocab_size": 2, "eos": 2}, "eos=2 is not a token id"),
+])
+def test_bad_model_parameters_are_rejected(kwargs: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        dr.FunctionLM(probs=lambda prefix: (F(1),), **kwargs)
+
+
+def test_random_table_model_is_seeded_exact_and_has_zeros() -> None:
+    a = dr.TableLM.random(4, 1, seed=3)
+    b = dr.TableLM.random(4, 1, seed=3)
+    assert a.table == b.table
+    assert a.table != dr.TableLM.random(4, 1, seed=4).table
+    rows = list(a.table.values())
+    assert all(isinstance(x, F) for row in rows for x in row)
+    assert all(sum(row) == 1 for row in rows)
+    assert any(0 in row for row in rows)
+    assert len(rows) == 1 + 4  # the empty context and one row per last token
+    floats = dr.TableLM.random(4, 1, seed=3, exact=False)
+    assert all(isinstance(x, float) for row in floats.table.values() for x in row)
+
+
+@given(language_models(max_vocab=4, max_context=2, eos=True), st.lists(st.integers(0, 3),
+                                                                        max_size=4))
+def test_generated_models_return_valid_rows_for_every_prefix(model: dr.TableLM,
+                                                             prefix: list[int]) -> None:
+    prefix = [t % model.vocab_size for t in prefix]
+    validate_probs(model.probs(tuple(prefix)), model.vocab_size)
+
+
+@given(st.integers(1, 5).flatmap(lambda v: exact_rows(v)))
+def test_exact_rows_strategy_gives_distributions(row: tuple[F, ...]) -> None:
+    assert sum(row) == 1 and all(x >= 0 for x in row)
+
+
+def test_language_model_protocol_is_satisfied_by_toy_models() -> None:
+    assert isinstance(dr.TableLM.context_free((F(1),)), dr.LanguageModel)
+    assert isinstance(dr.FunctionLM(1, lambda p: (F(1),)), dr.LanguageModel)
