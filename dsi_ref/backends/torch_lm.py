@@ -1,0 +1,455 @@
+"""Torch language models behind `dsi_ref.LanguageModel`: Llama-style, random weights, KV cache.
+
+Nothing can be downloaded here, so the models are built in code with seeded random weights of
+realistic *shapes* (`PRESETS`: a TinyLlama-shaped ~1.1B target, a Llama-2-7B-shaped target, a
+Vicuna-68M-shaped drafter, and tiny ones for CPU tests). Latency depends on shapes, not on weight
+values, so these models time like the real ones.
+
+Acceptance does depend on the weights. Two independently random models would almost never agree,
+so a target and a drafter built with the same ``shared_seed`` share a *low-rank bigram head*
+(``shared_scale · U[last token] · W``) added to each model's own (normalised) logits: the knowledge
+both models have in common, as a real drafter distilled from its target shares its target's. The
+ratio ``shared_scale / own_scale`` sets how often they agree; the acceptance rate is then
+*measured* (`dsi_ref.backends.measure`), never assumed.
+
+Shapes of the model (one layer):
+
+* ``x``: [B, L, d_model] residual stream; RMSNorm → fused q/k/v projection → rotary embedding →
+  keys/values written into the static cache at their absolute positions → causal attention over
+  the whole cache with a mask ``key_position <= query_position`` → output projection; RMSNorm →
+  SwiGLU MLP.
+* The cache is static, [n_layers, B, n_heads, capacity, head_dim]: "truncating" it after a rejected
+  draft is free (the valid length moves back; stale entries are masked until overwritten). Static
+  shapes are what lets a forward be captured once as a CUDA graph and replayed.
+
+A `Session` owns one KV cache (and on CUDA one stream and its graphs); several sessions share one
+model's weights, e.g. one per DSI target server. `TorchLM.probs` is the `LanguageModel` seam, with
+a default session; it returns float rows (a float64 softmax).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "PRESETS",
+    "BackendError",
+    "KVCache",
+    "ModelConfig",
+    "Session",
+    "TorchLM",
+    "Transformer",
+    "build_pair",
+]
+
+#: Captured CUDA-graph query lengths are powers of two up to this (longer inputs are chunked).
+MAX_GRAPH_LENGTH = 64
+
+
+class BackendError(ValueError):
+    """A torch-backend argument is out of its domain (the message says which and how to fix it)."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape and logit mixing of a random-weight Llama-style model.
+
+    Args:
+        vocab_size: number of tokens.
+        d_model: width of the residual stream.
+        n_layers: transformer blocks.
+        n_heads: attention heads (``d_model`` must be divisible; head_dim must be even for RoPE).
+        d_ff: hidden width of the SwiGLU MLP.
+        max_seq_len: longest sequence (BOS + prompt + generated tokens) a session can hold.
+        rope_base: RoPE frequency base.
+        own_scale: standard deviation of the model's own (normalised) logits.
+        shared_rank: rank of the shared bigram head (0: none).
+        shared_scale: standard deviation of the shared bigram logits.
+        shared_seed: seed of the shared head; models with equal ``shared_seed``, ``shared_rank``
+            and vocabulary share it exactly.
+        name: a label for reports.
+    """
+
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    max_seq_len: int = 512
+    rope_base: float = 10000.0
+    own_scale: float = 1.0
+    shared_rank: int = 0
+    shared_scale: float = 0.0
+    shared_seed: int = 1234
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        for field_name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
+            value = getattr(self, field_name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise BackendError(f"ModelConfig.{field_name} must be an int >= 1, got {value!r}")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise BackendError(f"ModelConfig: d_model={self.d_model} must be n_heads="
+                               f"{self.n_heads} times an even head dimension (for RoPE)")
+        if self.shared_rank < 0:
+            raise BackendError(f"ModelConfig.shared_rank must be >= 0, got {self.shared_rank}")
+        for field_name in ("own_scale", "shared_scale"):
+            value = getattr(self, field_name)
+            if not (math.isfinite(value) and value >= 0):
+                raise BackendError(f"ModelConfig.{field_name} must be finite and >= 0, "
+                                   f"got {value!r}")
+        if not self.rope_base > 1:
+            raise BackendError(f"ModelConfig.rope_base must be > 1, got {self.rope_base!r}")
+
+    @property
+    def head_dim(self) -> int:
+        """``d_model // n_heads``."""
+        return self.d_model // self.n_heads
+
+    def n_params(self) -> int:
+        """Number of parameters (embedding, blocks, norms, LM head, shared head)."""
+        d, v = self.d_model, self.vocab_size
+        block = 4 * d * d + 3 * d * self.d_ff + 2 * d
+        return 2 * v * d + self.n_layers * block + d + 2 * v * self.shared_rank
+
+
+_SHARED = {"shared_rank": 64, "shared_scale": 12.0, "shared_seed": 1234}
+_TINY_SHARED = {"shared_rank": 4, "shared_scale": 2.0, "shared_seed": 7}
+
+#: Built-in configurations. Shapes follow public models: TinyLlama-1.1B, Llama-2-7B, Vicuna-68M.
+PRESETS: dict[str, ModelConfig] = {
+    "llama-7b": ModelConfig(32000, 4096, 32, 32, 11008, name="llama-7b", **_SHARED),  # type: ignore[arg-type]
+    "llama-1b": ModelConfig(32000, 2048, 22, 32, 5632, name="llama-1b", **_SHARED),  # type: ignore[arg-type]
+    "llama-68m": ModelConfig(32000, 768, 2, 12, 3072, name="llama-68m", **_SHARED),  # type: ignore[arg-type]
+    "tiny-target": ModelConfig(11, 32, 2, 4, 64, max_seq_len=128, name="tiny-target",
+                               **_TINY_SHARED),  # type: ignore[arg-type]
+    "tiny-drafter": ModelConfig(11, 16, 1, 2, 32, max_seq_len=128, name="tiny-drafter",
+                                **_TINY_SHARED),  # type: ignore[arg-type]
+}
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """RMSNorm over the last dimension."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE on [B, H, L, D] with cos/sin [L, D/2] (halves layout, as in Llama/GPT-NeoX)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+
+@dataclass(eq=False)
+class KVCache:
+    """Static keys/values [n_layers, B, n_heads, capacity, head_dim] of one session."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+
+    @property
+    def capacity(self) -> int:
+        """Positions the cache holds."""
+        return int(self.keys.shape[3])
+
+
+class Transformer(torch.nn.Module):
+    """A Llama-style decoder with seeded random weights (see the module docstring)."""
+
+    def __init__(self, config: ModelConfig, *, seed: int, device: torch.device,
+                 dtype: torch.dtype) -> None:
+        super().__init__()
+        self.config = config
+        d, v, ff, layers = config.d_model, config.vocab_size, config.d_ff, config.n_layers
+        gen = torch.Generator(device=device).manual_seed(seed)
+
+        def normal(*shape: int, std: float, generator: torch.Generator = gen) -> torch.nn.Parameter:
+            t = torch.empty(*shape, device=device, dtype=dtype)
+            t.normal_(0.0, std, generator=generator)
+            return torch.nn.Parameter(t, requires_grad=False)
+
+        def ones(*shape: int) -> torch.nn.Parameter:
+            return torch.nn.Parameter(torch.ones(*shape, device=device, dtype=dtype),
+                                      requires_grad=False)
+
+        out_std = 0.02 / math.sqrt(2 * layers)  # GPT-2's scaled init of residual projections
+        self.embed = normal(v, d, std=0.02)
+        self.wqkv = torch.nn.ParameterList(normal(3 * d, d, std=0.02) for _ in range(layers))
+        self.wo = torch.nn.ParameterList(normal(d, d, std=out_std) for _ in range(layers))
+        self.w13 = torch.nn.ParameterList(normal(2 * ff, d, std=0.02) for _ in range(layers))
+        self.w2 = torch.nn.ParameterList(normal(d, ff, std=out_std) for _ in range(layers))
+        self.norm1 = torch.nn.ParameterList(ones(d) for _ in range(layers))
+        self.norm2 = torch.nn.ParameterList(ones(d) for _ in range(layers))
+        self.norm_out = ones(d)
+        self.lm_head = normal(v, d, std=0.02)
+        # own logits: after the final RMSNorm each logit has std ~ 0.02 * sqrt(d); rescale to 1
+        self.own_factor = config.own_scale / (0.02 * math.sqrt(d))
+        self.shared_u: torch.nn.Parameter | None = None
+        self.shared_w: torch.nn.Parameter | None = None
+        if config.shared_rank:
+            shared_gen = torch.Generator(device=device).manual_seed(config.shared_seed)
+            r = config.shared_rank
+            self.shared_u = normal(v, r, std=1.0, generator=shared_gen)
+            self.shared_w = normal(v, r, std=1.0 / math.sqrt(r), generator=shared_gen)
+        half = config.head_dim // 2
+        inv_freq = 1.0 / config.rope_base ** (torch.arange(half, dtype=torch.float64) / half)
+        angles = torch.outer(torch.arange(config.max_seq_len + MAX_GRAPH_LENGTH,
+                                          dtype=torch.float64), inv_freq)
+        self.register_buffer("cos", angles.cos().to(device=device, dtype=dtype), persistent=False)
+        self.register_buffer("sin", angles.sin().to(device=device, dtype=dtype), persistent=False)
+        self.register_buffer("key_positions",
+                             torch.arange(config.max_seq_len + MAX_GRAPH_LENGTH, device=device),
+                             persistent=False)
+
+    def new_cache(self, batch: int = 1) -> KVCache:
+        """An empty static cache for ``batch`` sequences (room for padded graph inputs too)."""
+        c = self.config
+        shape = (c.n_layers, batch, c.n_heads, c.max_seq_len + MAX_GRAPH_LENGTH, c.head_dim)
+        return KVCache(torch.zeros(shape, device=self.embed.device, dtype=self.embed.dtype),
+                       torch.zeros(shape, device=self.embed.device, dtype=self.embed.dtype))
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
+                cache: KVCache) -> torch.Tensor:
+        """Logits [B, L, V] (float32 or the model's float64) for ``tokens`` [B, L] at absolute
+        ``positions`` [L]; writes their keys/values into ``cache`` at those positions."""
+        c = self.config
+        b, length = tokens.shape
+        x = F.embedding(tokens, self.embed)
+        cos, sin = self.cos[positions], self.sin[positions]
+        mask = self.key_positions[None, :] <= positions[:, None]            # [L, capacity]
+        for i in range(c.n_layers):
+            h = _rms_norm(x, self.norm1[i])
+            q, k, v = F.linear(h, self.wqkv[i]).view(b, length, 3, c.n_heads, c.head_dim) \
+                .permute(2, 0, 3, 1, 4)                                      # 3 x [B, H, L, D]
+            q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+            cache.keys[i].index_copy_(2, positions, k)
+            cache.values[i].index_copy_(2, positions, v)
+            attn = F.scaled_dot_product_attention(q, cache.keys[i], cache.values[i],
+                                                  attn_mask=mask)            # [B, H, L, D]
+            x = x + F.linear(attn.transpose(1, 2).reshape(b, length, c.d_model), self.wo[i])
+            gate, up = F.linear(_rms_norm(x, self.norm2[i]), self.w13[i]).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, self.w2[i])
+        logits = F.linear(_rms_norm(x, self.norm_out), self.lm_head) * self.own_factor
+        if self.shared_u is not None and self.shared_w is not None:
+            bigram = F.linear(F.embedding(tokens, self.shared_u), self.shared_w)
+            logits = logits + c.shared_scale * bigram
+        return logits if logits.dtype == torch.float64 else logits.float()
+
+
+class _Graph:
+    """One captured forward of a fixed query length (static input, position and output buffers)."""
+
+    def __init__(self, model: Transformer, cache: KVCache, length: int,
+                 stream: torch.cuda.Stream, pool: Any) -> None:
+        device = model.embed.device
+        self.tokens = torch.zeros(1, length, dtype=torch.long, device=device)
+        self.positions = torch.arange(length, device=device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm up kernels (and cuBLAS workspaces) outside the capture
+                model(self.tokens, self.positions, cache)
+        stream.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool, stream=stream):
+            self.logits = model(self.tokens, self.positions, cache)
+
+
+class Session:
+    """One KV cache over one model's weights, with the tokens it holds; on CUDA, its own stream
+    and CUDA graphs (so sessions on different threads run concurrently on one GPU).
+
+    Args:
+        lm: the model.
+        graphs: capture forwards as CUDA graphs (default: on CUDA). Lengths are captured lazily on
+            first use; warm up before timing.
+        priority: CUDA stream priority (lower is more urgent; see ``torch.cuda.Stream``).
+    """
+
+    def __init__(self, lm: TorchLM, *, graphs: bool | None = None, priority: int = 0) -> None:
+        self.lm = lm
+        self.model = lm.model
+        self.cache = self.model.new_cache(1)
+        self.tokens: list[int] = []   # BOS + tokens whose keys/values are valid in the cache
+        self.cuda = self.model.embed.device.type == "cuda"
+        self.graphs = self.cuda if graphs is None else graphs
+        if self.graphs and not self.cuda:
+            raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
+        self.stream = torch.cuda.Stream(self.model.embed.device, priority=priority) \
+            if self.cuda else None
+        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self._captured: dict[int, _Graph] = {}
+        self.forwards = 0
+
+    def reset(self) -> None:
+        """Forget the cached tokens (the next call recomputes from the start)."""
+        self.tokens = []
+
+    def rows(self, context: Sequence[int], count: int = 1) -> np.ndarray:
+        """Next-token distributions [count, V] (float64) after the last ``count`` prefixes of
+        ``context``: after ``context[:len - count + 1]``, ..., after ``context``.
+
+        Reuses the cached keys/values of the longest common prefix with the previous call (so a
+        rejected draft is rolled back by recomputing from where the sequences diverge).
+        """
+        probs = self.device_rows(context, count)
+        if probs.device.type != "cpu":
+            assert self.stream is not None
+            host = probs.to("cpu", non_blocking=True)
+            self.stream.synchronize()
+            return host.numpy()
+        return probs.numpy()
+
+    def device_rows(self, context: Sequence[int], count: int = 1) -> torch.Tensor:
+        """Like `rows`, as a float64 tensor on the model's device (queued on this session's
+        stream; not synchronised)."""
+        seq = [self.lm.bos, *context]
+        if not 1 <= count <= len(seq):
+            raise BackendError(f"count must lie in 1..{len(seq)} for a context of length "
+                               f"{len(seq) - 1}, got {count}")
+        if len(seq) > self.model.config.max_seq_len:
+            raise BackendError(f"{self.lm.name}: sequence of {len(seq)} tokens (BOS included) "
+                               f"exceeds max_seq_len={self.model.config.max_seq_len}; build the "
+                               "model with a larger max_seq_len")
+        if self.graphs and not self._captured:
+            self.capture()
+        n = 0
+        limit = min(len(seq), len(self.tokens))
+        while n < limit and seq[n] == self.tokens[n]:
+            n += 1
+        start = min(n, len(seq) - count)            # logits of index j give the row after seq[:j+1]
+        logits = self._forward(seq[start:], start)  # [len(seq) - start, V]
+        self.tokens = seq
+        self.forwards += 1
+        return torch.softmax(logits[-count:].double(), dim=-1)
+
+    def capture(self) -> None:
+        """Capture the forward of every power-of-two query length up to `MAX_GRAPH_LENGTH` as a
+        CUDA graph (capturing runs the model, so the cache is invalidated)."""
+        if not self.graphs:
+            raise BackendError("this session does not use CUDA graphs")
+        assert self.stream is not None
+        with torch.inference_mode():
+            length = 1
+            while length <= MAX_GRAPH_LENGTH:
+                self._captured[length] = _Graph(self.model, self.cache, length, self.stream,
+                                                 self._pool)
+                length *= 2
+        self.tokens = []
+
+    def _forward(self, tokens: list[int], start: int) -> torch.Tensor:
+        if not self.graphs:
+            with torch.inference_mode():
+                if self.stream is not None:
+                    with torch.cuda.stream(self.stream):
+                        return self._eager(tokens, start)
+                return self._eager(tokens, start)
+        out = []
+        for offset in range(0, len(tokens), MAX_GRAPH_LENGTH):
+            chunk = tokens[offset:offset + MAX_GRAPH_LENGTH]
+            out.append(self._replay(chunk, start + offset))
+        return out[0] if len(out) == 1 else torch.cat(out)
+
+    def _eager(self, tokens: list[int], start: int) -> torch.Tensor:
+        device = self.model.embed.device
+        t = torch.tensor([tokens], dtype=torch.long, device=device)
+        positions = torch.arange(start, start + len(tokens), device=device)
+        return self.model(t, positions, self.cache)[0]
+
+    def _replay(self, tokens: list[int], start: int) -> torch.Tensor:
+        length = 1 << (len(tokens) - 1).bit_length()    # pad to a captured power of two
+        graph = self._captured[length]
+        assert self.stream is not None
+        padded = tokens + [0] * (length - len(tokens))   # padding writes past the valid length
+        with torch.cuda.stream(self.stream):
+            graph.tokens.copy_(torch.tensor([padded], dtype=torch.long), non_blocking=True)
+            graph.positions.copy_(torch.arange(start, start + length), non_blocking=True)
+            graph.graph.replay()
+            return graph.logits[0, :len(tokens)]
+
+
+class TorchLM:
+    """A `dsi_ref.LanguageModel` backed by a `Transformer` (float rows, a float64 softmax).
+
+    Args:
+        config: a `ModelConfig` or the name of a preset (`PRESETS`).
+        seed: seed of the model's own weights.
+        device: ``"cpu"`` or ``"cuda"`` (or a `torch.device`).
+        dtype: parameter dtype; float64 on CPU makes rows reproducible to ~1e-16, bfloat16 is the
+            paper's setting on GPU.
+        eos: end-of-sequence id, or ``None``.
+        bos: the token prepended to every sequence (so the empty prefix has a distribution).
+        graphs: CUDA graphs in the default session (default: on CUDA).
+    """
+
+    def __init__(self, config: ModelConfig | str, *, seed: int = 0,
+                 device: str | torch.device = "cpu", dtype: torch.dtype = torch.float64,
+                 eos: int | None = None, bos: int = 0, graphs: bool | None = None,
+                 max_seq_len: int | None = None) -> None:
+        if isinstance(config, str):
+            if config not in PRESETS:
+                raise BackendError(f"unknown model preset {config!r}; known: "
+                                   f"{', '.join(PRESETS)}")
+            config = PRESETS[config]
+        if max_seq_len is not None:
+            config = replace(config, max_seq_len=max_seq_len)
+        device = torch.device(device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise BackendError("device='cuda' requested but torch.cuda.is_available() is False")
+        for name, token in (("eos", eos), ("bos", bos)):
+            if token is not None and not 0 <= token < config.vocab_size:
+                raise BackendError(f"{name}={token} is not a token id of a vocabulary of size "
+                                   f"{config.vocab_size}")
+        self.config = config
+        self.name = f"{config.name}(seed={seed})"
+        self.eos = eos
+        self.bos = bos
+        self.vocab_size = config.vocab_size
+        with torch.inference_mode():
+            self.model = Transformer(config, seed=seed, device=device, dtype=dtype)
+        self._session: Session | None = None
+        self._graphs = graphs
+
+    def __repr__(self) -> str:
+        return f"TorchLM({self.name}, device={self.device}, dtype={self.dtype})"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live."""
+        return self.model.embed.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """Parameter dtype."""
+        return self.model.embed.dtype
+
+    def session(self, *, graphs: bool | None = None, priority: int = 0) -> Session:
+        """A new `Session` (own KV cache) over these weights."""
+        return Session(self, graphs=self._graphs if graphs is None else graphs,
+                       priority=priority)
+
+    def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
+        """The next-token distribution after ``prefix`` (the `LanguageModel` seam)."""
+        if self._session is None:
+            self._session = self.session()
+        return tuple(self._session.rows(tuple(prefix), 1)[0].tolist())
+
+
+def build_pair(target: str | ModelConfig = "tiny-target", drafter: str | ModelConfig =
+               "tiny-drafter", *, device: str = "cpu", dtype: torch.dtype = torch.float64,
+               seed: int = 0, eos: int | None = None,
+               max_seq_len: int | None = None) -> tuple[TorchLM, TorchLM]:
+    """A target and a drafter (different own weights, the shared head of their configs)."""
+    t = TorchLM(target, seed=seed, device=device, dtype=dtype, eos=eos, max_seq_len=max_seq_len)
+    d = TorchLM(drafter, seed=seed + 1, device=device, dtype=dtype, eos=eos,
+                max_seq_len=max_seq_len)
+    if t.vocab_size != d.vocab_size:
+        raise BackendError(f"target and drafter vocabularies differ: {t.vocab_size} vs "
+                           f"{d.vocab_size}")
+    return t, d
