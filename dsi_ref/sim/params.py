@@ -1,0 +1,134 @@
+"""Parameters of the acceptance-level simulator, validated in one place.
+
+Notation (PAPER.md): drafter forward ``c`` (target forward = 1), acceptance rate ``a``,
+lookahead ``k``, ``N`` = ``n_tokens`` tokens to generate, ``SP`` = ``sp_degree`` target servers.
+Prefill: ``target_first`` / ``drafter_first`` are the costs of a model's first forward (TTFT in
+units of the target's TPOT); ``None`` means the plain cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, TypeAlias
+
+from ..latency import InvalidParameterError
+
+__all__ = ["ALGORITHMS", "MODELS", "Algorithm", "InsufficientServersError", "Model", "Num",
+           "SimParams", "is_exact", "required_servers"]
+
+Num: TypeAlias = Fraction | float | int
+Algorithm = Literal["nonsi", "si", "dsi"]
+Model = Literal["paper", "event"]
+ALGORITHMS: tuple[Algorithm, ...] = ("nonsi", "si", "dsi")
+MODELS: tuple[Model, ...] = ("paper", "event")
+QUEUES = ("fifo", "lifo", "any")
+
+
+class InsufficientServersError(InvalidParameterError):
+    """The paper model assumes no task ever waits: it needs ``SP >= ceil(1 / (k c))``."""
+
+
+def is_exact(*values: object) -> bool:
+    """True when every value is an ``int`` or a ``Fraction`` (results are then ``Fraction``)."""
+    return all(v is None or (isinstance(v, int | Fraction) and not isinstance(v, bool))
+               for v in values)
+
+
+def required_servers(c: Num, k: int) -> int:
+    """``ceil(1 / (k c))``: servers the paper model needs so that no verification task waits.
+
+    >>> required_servers(Fraction(1, 20), 3)
+    7
+    """
+    if is_exact(c):
+        return math.ceil(Fraction(1) / (k * Fraction(c)))
+    return math.ceil(1.0 / (k * float(c)))
+
+
+def _check_positive(name: str, value: object, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidParameterError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """One configuration of the acceptance-level simulator.
+
+    Args:
+        algorithm: ``"nonsi"``, ``"si"`` or ``"dsi"``.
+        c: drafter forward cost (target forward = 1), ``> 0``.
+        a: acceptance rate, ``0 <= a <= 1``.
+        k: lookahead (drafts per verification), ``>= 1``; ignored for ``nonsi``.
+        n_tokens: ``N >= 1``.
+        model: ``"paper"`` (official offline simulator) or ``"event"`` (docs/dsi-semantics.md).
+        sp_degree: ``SP``; for the paper model ``None`` = unlimited, an int = check
+            ``SP >= ceil(1/(k c))`` as the official simulator does; required for the event model.
+        queue: event model only, order of waiting verification tasks (``"any"`` = the
+            canonical schedule, i.e. FIFO).
+        target_first, drafter_first: cost of the first forward (prefill); ``None`` = plain cost.
+    """
+
+    algorithm: Algorithm
+    c: Num
+    a: Num
+    k: int
+    n_tokens: int
+    model: Model = "paper"
+    sp_degree: int | None = None
+    queue: Literal["fifo", "lifo", "any"] = "fifo"
+    target_first: Num | None = None
+    drafter_first: Num | None = None
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise InvalidParameterError(f"algorithm must be one of {ALGORITHMS}, "
+                                        f"got {self.algorithm!r}")
+        if self.model not in MODELS:
+            raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
+        _check_positive("c", self.c)
+        if isinstance(self.a, bool) or not isinstance(self.a, int | float | Fraction) \
+                or not 0 <= self.a <= 1:
+            raise InvalidParameterError(f"acceptance rate a must lie in [0, 1], got {self.a!r}")
+        _check_int("k (lookahead)", self.k, 1)
+        _check_int("n_tokens", self.n_tokens, 1)
+        _check_positive("target_first", self.target_first, allow_none=True)
+        _check_positive("drafter_first", self.drafter_first, allow_none=True)
+        if self.queue not in QUEUES:
+            raise InvalidParameterError(f"queue must be one of {QUEUES}, got {self.queue!r}")
+        if self.sp_degree is not None:
+            _check_int("sp_degree", self.sp_degree, 1)
+        if self.model == "event" and self.algorithm == "dsi" and self.sp_degree is None:
+            raise InvalidParameterError("the event model simulates the servers: pass "
+                                        "sp_degree (an int >= 1)")
+        if self.model == "paper" and self.algorithm == "dsi" and self.sp_degree is not None:
+            need = required_servers(self.c, self.k)
+            if self.sp_degree < need:
+                raise InsufficientServersError(
+                    f"the paper model needs SP >= ceil(1/(k c)) = {need} target servers for "
+                    f"k={self.k}, c={self.c} (got sp_degree={self.sp_degree}); raise sp_degree "
+                    "or k, pass sp_degree=None (unlimited), or use model='event'")
+
+    @property
+    def exact(self) -> bool:
+        """True when every number is rational (results are then exact ``Fraction``s)."""
+        return is_exact(self.c, self.a, self.target_first, self.drafter_first)
+
+    def prefill_extra(self, *, drafter: bool) -> Num:
+        """``(target_first − 1) + (drafter_first − c)`` (the drafter part only if it drafts)."""
+        extra: Num = 0
+        if self.target_first is not None:
+            extra = extra + self.target_first - 1
+        if drafter and self.drafter_first is not None:
+            extra = extra + self.drafter_first - self.c
+        return extra
