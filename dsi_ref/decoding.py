@@ -52,7 +52,7 @@ def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: i
 class Recorder:
     """The virtual clock and the trace of one sequential run (non-SI and SI)."""
 
-    __slots__ = ("first", "latency", "stats", "time", "trace")
+    __slots__ = ("costs", "first", "latency", "stats", "time", "trace")
 
     def __init__(self, latency: Latency, stats: Sequence[str]) -> None:
         self.latency = latency
@@ -60,11 +60,19 @@ class Recorder:
         self.trace: list[Event] = []
         self.stats = dict.fromkeys(stats, 0)
         self.first = {"drafter": True, "target": True}
+        # constant costs looked up once (the sampling hot path); random ones are drawn per call
+        self.costs: dict[tuple[str, bool], Time] | None = None
+        if latency.is_constant:
+            self.costs = {(m, f): latency.cost(m, f, None)  # type: ignore[arg-type]
+                          for m in ("drafter", "target") for f in (True, False)}
 
     def forward(self, model: str, kind: str, positions: tuple[int, ...], rng: object,
                 note: str = "") -> None:
         """Advance the clock by one forward of ``model`` and record it."""
-        cost = self.latency.cost(model, self.first[model], rng)  # type: ignore[arg-type]
+        first = self.first[model]
+        cost = self.costs.get((model, first)) if self.costs is not None else None
+        if cost is None:
+            cost = self.latency.cost(model, first, rng)  # type: ignore[arg-type]
         self.first[model] = False
         end = self.time + cost
         self.trace.append(Event(model, kind, self.time, end, positions, note))

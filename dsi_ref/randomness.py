@@ -22,8 +22,10 @@ The exact interpreter (`dsi_ref.exact`) gives the same calls their law instead o
 from __future__ import annotations
 
 import hashlib
+from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
+from itertools import accumulate
 from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
@@ -98,11 +100,19 @@ def keyed_uniform(seed: int, key: Key) -> float:
     the decoders use) hash in C: CPython's hash of ints and int tuples is not salted, so ``u`` is
     the same in every process (64-bit CPython >= 3.8). Other keys go through BLAKE2b of ``repr``.
     """
+    return _keyed_uniform(_mix64(seed & _MASK), key)
+
+
+def _keyed_uniform(seed_mix: int, key: Key) -> float:
     if type(key) is tuple and key and type(key[0]) is str:
-        h = hash((_role_code(key[0]), key[1:])) & _MASK
+        code = _ROLE_CODES.get(key[0])
+        h = hash((code if code is not None else _role_code(key[0]), key[1:])) & _MASK
     else:
         h = int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "little")
-    return (_mix64(h ^ _mix64(seed & _MASK)) >> 11) * 2.0**-53
+    x = h ^ seed_mix  # _mix64, inlined: this is the sampling hot path
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+    return ((x ^ (x >> 31)) >> 11) * 2.0**-53
 
 
 def _check_weights(weights: Sequence[Fraction | float]) -> float:
@@ -116,17 +126,31 @@ def _check_weights(weights: Sequence[Fraction | float]) -> float:
     return total
 
 
-def _invert_cdf(weights: Sequence[Fraction | float], total: float, u: float) -> int:
-    threshold = u * total
-    acc = 0.0
-    last = -1
-    for i, w in enumerate(weights):
-        if w > 0:
-            acc += float(w)
-            last = i
-            if threshold < acc:
-                return i
-    return last  # only reachable through float rounding at u ~ 1
+def _cdf(weights: Sequence[Fraction | float]) -> tuple[list[float], int]:
+    """The cumulative float sums of ``weights`` (validated) and the last positive index."""
+    _check_weights(weights)
+    cdf = list(accumulate(map(float, weights)))
+    last = max(i for i, w in enumerate(weights) if w > 0)
+    return cdf, last
+
+
+#: Sampling hot path: CDFs of rows that are tuples (model rows, usually the same objects again
+#: and again), cached by identity with a reference held so that an id is never reused.
+_CDF_CACHE: dict[int, tuple[Sequence[Fraction | float], list[float], int]] = {}
+_CDF_CACHE_SIZE = 4096
+
+
+def _cached_cdf(weights: Sequence[Fraction | float]) -> tuple[list[float], int]:
+    if type(weights) is not tuple:
+        return _cdf(weights)
+    hit = _CDF_CACHE.get(id(weights))
+    if hit is not None and hit[0] is weights:
+        return hit[1], hit[2]
+    if len(_CDF_CACHE) >= _CDF_CACHE_SIZE:
+        _CDF_CACHE.clear()
+    cdf, last = _cdf(weights)
+    _CDF_CACHE[id(weights)] = (weights, cdf, last)
+    return cdf, last
 
 
 class Sampler:
@@ -152,6 +176,7 @@ class Sampler:
         self._gen = np.random.default_rng([self.seed, 0])
         self._sched = np.random.default_rng([self.seed, 1])
         self._buffer: list[float] = []
+        self._seed_mix = _mix64(self.seed & _MASK)
 
     def __repr__(self) -> str:
         return f"Sampler(seed={self.seed}, keyed={self.keyed}, scheduler={self.scheduler!r})"
@@ -159,16 +184,18 @@ class Sampler:
     def uniform(self, key: Key = None) -> float:
         """A uniform in [0, 1): ``u(key)`` for keyed draws, else the next value of the stream."""
         if key is not None and self.keyed:
-            return keyed_uniform(self.seed, key)
+            return _keyed_uniform(self._seed_mix, key)
         if not self._buffer:
             self._buffer = self._gen.random(_BUFFER).tolist()
             self._buffer.reverse()
         return self._buffer.pop()
 
     def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
-        """Inverse-CDF draw at ``uniform(key)``; zero-weight indices are never returned."""
-        total = _check_weights(weights)
-        return _invert_cdf(weights, total, self.uniform(key))
+        """Inverse-CDF draw at ``uniform(key)``: the first index whose cumulative weight exceeds
+        ``u · Σ weights``; zero-weight indices are never returned."""
+        cdf, last = _cached_cdf(weights)
+        index = bisect_right(cdf, self.uniform(key) * cdf[-1])
+        return index if index <= last else last  # past `last` only through rounding at u ~ 1
 
     def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
         """``uniform(key) < p``."""

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .latency import Time
 
 __all__ = ["Event", "Run", "decision_kinds"]
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """One span on one resource of the virtual clock.
 
     Attributes:
