@@ -29,6 +29,7 @@ a default session; it returns float rows (a float64 softmax).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -163,6 +164,10 @@ class KVCache:
 class Transformer(torch.nn.Module):
     """A Llama-style decoder with seeded random weights (see the module docstring)."""
 
+    cos: torch.Tensor             # [capacity, head_dim / 2] RoPE tables (buffers)
+    sin: torch.Tensor
+    key_positions: torch.Tensor   # [capacity] 0, 1, 2, ...
+
     def __init__(self, config: ModelConfig, *, seed: int, device: torch.device,
                  dtype: torch.dtype) -> None:
         super().__init__()
@@ -281,8 +286,8 @@ class Session:
         self.graphs = self.cuda if graphs is None else graphs
         if self.graphs and not self.cuda:
             raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
-        self.stream = torch.cuda.Stream(self.model.embed.device, priority=priority) \
-            if self.cuda else None
+        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
+            self.model.embed.device, priority=priority) if self.cuda else None
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         self._captured: dict[int, _Graph] = {}
         self.forwards = 0
@@ -298,17 +303,24 @@ class Session:
         Reuses the cached keys/values of the longest common prefix with the previous call (so a
         rejected draft is rolled back by recomputing from where the sequences diverge).
         """
-        probs = self.device_rows(context, count)
-        if probs.device.type != "cpu":
-            assert self.stream is not None
+        with self._on_stream():
+            probs = self.device_rows(context, count)
+            if probs.device.type == "cpu":
+                return probs.numpy()
             host = probs.to("cpu", non_blocking=True)
-            self.stream.synchronize()
-            return host.numpy()
-        return probs.numpy()
+        assert self.stream is not None
+        self.stream.synchronize()
+        return host.numpy()
+
+    def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
+        """This session's stream as the current one (nothing on CPU)."""
+        return torch.cuda.stream(self.stream) if self.stream is not None \
+            else contextlib.nullcontext()
 
     def device_rows(self, context: Sequence[int], count: int = 1) -> torch.Tensor:
-        """Like `rows`, as a float64 tensor on the model's device (queued on this session's
-        stream; not synchronised)."""
+        """Like `rows`, as a float64 tensor on the model's device, queued on this session's
+        stream and not synchronised: read it on that stream (``with torch.cuda.stream(...)``)
+        or after ``session.stream.synchronize()``."""
         seq = [self.lm.bos, *context]
         if not 1 <= count <= len(seq):
             raise BackendError(f"count must lie in 1..{len(seq)} for a context of length "
@@ -324,10 +336,11 @@ class Session:
         while n < limit and seq[n] == self.tokens[n]:
             n += 1
         start = min(n, len(seq) - count)            # logits of index j give the row after seq[:j+1]
-        logits = self._forward(seq[start:], start)  # [len(seq) - start, V]
-        self.tokens = seq
-        self.forwards += 1
-        return torch.softmax(logits[-count:].double(), dim=-1)
+        with self._on_stream(), torch.inference_mode():
+            logits = self._forward(seq[start:], start)  # [len(seq) - start, V]
+            self.tokens = seq
+            self.forwards += 1
+            return torch.softmax(logits[-count:].double(), dim=-1)
 
     def capture(self) -> None:
         """Capture the forward of every power-of-two query length up to `MAX_GRAPH_LENGTH` as a
@@ -350,7 +363,7 @@ class Session:
                     with torch.cuda.stream(self.stream):
                         return self._eager(tokens, start)
                 return self._eager(tokens, start)
-        out = []
+        out: list[torch.Tensor] = []
         for offset in range(0, len(tokens), MAX_GRAPH_LENGTH):
             chunk = tokens[offset:offset + MAX_GRAPH_LENGTH]
             out.append(self._replay(chunk, start + offset))
@@ -360,7 +373,8 @@ class Session:
         device = self.model.embed.device
         t = torch.tensor([tokens], dtype=torch.long, device=device)
         positions = torch.arange(start, start + len(tokens), device=device)
-        return self.model(t, positions, self.cache)[0]
+        logits: torch.Tensor = self.model(t, positions, self.cache)[0]
+        return logits
 
     def _replay(self, tokens: list[int], start: int) -> torch.Tensor:
         length = 1 << (len(tokens) - 1).bit_length()    # pad to a captured power of two
@@ -371,7 +385,8 @@ class Session:
             graph.tokens.copy_(torch.tensor([padded], dtype=torch.long), non_blocking=True)
             graph.positions.copy_(torch.arange(start, start + length), non_blocking=True)
             graph.graph.replay()
-            return graph.logits[0, :len(tokens)]
+            logits: torch.Tensor = graph.logits[0, :len(tokens)]
+            return logits
 
 
 class TorchLM:

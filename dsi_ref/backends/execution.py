@@ -1,0 +1,465 @@
+"""Real (wall-clock) execution of non-SI, SI and DSI on torch models, with real concurrency.
+
+The algorithms are the reference ones, run against real time instead of the virtual clock:
+
+* `Engine.autoregressive` and `Engine.speculative` are the loops of `dsi_ref.autoregressive` and
+  `dsi_ref.speculative`, step for step, with a model call replaced by a cached `Session` forward
+  (SI scores prefix + drafts in *one* target forward, as the algorithm says).
+* `Engine.dsi` *is* `dsi_ref.dsi.DSIRun` — the committer, windows, frontier task, dispatch,
+  queueing and preemption rules of docs/dsi-semantics.md are inherited, not rewritten. Only the
+  event loop changes: ``sp_degree`` target servers are worker threads, each with its own KV cache
+  and (on CUDA) its own stream and CUDA graphs; the drafter and the committer run in the calling
+  thread, which drafts continuously and handles finished tasks between draft forwards.
+
+Verification uses the rules of `dsi_ref.verification` (same keys, same keyed uniforms), with the
+array work vectorised (`vectorised_rule`): under ``Sampler(seed)`` a decision is the same function
+of (target row, draft row, draft, key) as in the reference decoders.
+
+Differences from the virtual clock, stated (see docs/gpu-backend.md):
+
+* **Preemption granularity.** A preempted task that has not started never starts; a forward
+  already running on a GPU cannot be interrupted, so it runs to its end and its result is dropped
+  (its server accepts the next task only then).
+* **Committer latency.** The committer runs between the drafter's forwards, so a finished task is
+  handled at most one drafter forward (``c``) after it finishes.
+* **One GPU.** On one device the servers' streams share the GPU: their forwards overlap only as
+  far as the hardware lets them (the frontier server gets the lowest stream priority).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..decoding import check_inputs
+from ..dsi import DSIConfig, DSIRun, QueuePolicy, _Draft, _Task
+from ..models import Number
+from ..randomness import Randomness, Sampler
+from ..run import Event, Run
+from ..speculative import SpeculativeConfig
+from ..verification import (
+    Decision,
+    ExactMatch,
+    Greedy,
+    NumericalError,
+    RejectionSampling,
+    Rule,
+    VerifyRule,
+    as_rule,
+)
+from .torch_lm import BackendError, Session, TorchLM
+
+__all__ = ["Engine", "vectorised_rule"]
+
+
+# -- vectorised verification rules ----------------------------------------------------------------
+def _categorical(weights: np.ndarray, rng: Randomness, key: object) -> int:
+    """``rng.categorical(weights, key)`` for a float64 array, vectorised for `Sampler`.
+
+    Same arithmetic as `Sampler.categorical`: the total is the sequential float sum (np.cumsum
+    accumulates left to right, as Sampler's loop does) and the index is the first one whose
+    cumulative weight exceeds ``u · total``.
+    """
+    if not isinstance(rng, Sampler):
+        return rng.categorical([float(w) for w in weights], key=key)
+    if not (weights >= 0).all():
+        raise ValueError(f"categorical weights must be >= 0 (key {key!r})")
+    cumulative = np.cumsum(weights)
+    total = float(cumulative[-1])
+    if not total > 0:
+        raise ValueError(f"categorical weights must have a positive sum (key {key!r})")
+    index = int(np.searchsorted(cumulative, rng.uniform(key) * total, side="right"))
+    if index >= len(weights):   # float rounding at u ~ 1: the last positive weight, as Sampler
+        index = int(np.flatnonzero(weights > 0)[-1])
+    return index
+
+
+class _Vectorised(RejectionSampling):
+    """The array steps of `RejectionSampling` (draft, residual, bonus) on numpy rows."""
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """``x ~ q`` (key ``("draft", i, context)``)."""
+        return _categorical(np.asarray(draft_probs), rng, ("draft", len(context), context))
+
+    def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
+                 rng: Randomness, context: tuple[int, ...]) -> int:
+        """A token from the normalised ``(p − q)+`` (key ``("residual", i, context)``)."""
+        p, q = np.asarray(target_probs), np.asarray(draft_probs)
+        weights = np.where(p > q, p - q, 0.0)
+        if not weights.sum() > 0:
+            raise NumericalError(f"rejected the draft at position {len(context)} but the "
+                                 "residual (p - q)+ is empty: float rounding in p or q")
+        return _categorical(weights, rng, ("residual", len(context), context))
+
+    def bonus(self, target_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """A token from ``p`` (key ``("target", i, context)``)."""
+        return _categorical(np.asarray(target_probs), rng, ("target", len(context), context))
+
+
+class _VectorisedRejection(_Vectorised):
+    """`RejectionSampling` on numpy rows."""
+
+
+class _VectorisedExactMatch(_Vectorised, ExactMatch):
+    """`ExactMatch` on numpy rows (its ``decide`` is inherited; ``bonus`` is vectorised)."""
+
+
+class _VectorisedGreedy(_Vectorised, Greedy):
+    """`Greedy` on numpy rows: ``np.argmax`` returns the first maximum, the reference's tie rule."""
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        """``argmax q``."""
+        return int(np.argmax(np.asarray(draft_probs)))
+
+    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
+               draft: int | None, rng: Randomness, context: tuple[int, ...]) -> Decision:
+        """Commit ``argmax p``; the draft is accepted when equal."""
+        y = int(np.argmax(np.asarray(target_probs)))
+        if draft is None:
+            return Decision(y, False, "bonus")
+        return Decision(y, y == draft, "accepted" if y == draft else "rejected")
+
+
+_VECTORISED: dict[type, type] = {RejectionSampling: _VectorisedRejection,
+                                 ExactMatch: _VectorisedExactMatch, Greedy: _VectorisedGreedy}
+
+
+def vectorised_rule(verify: VerifyRule | Rule) -> Rule:
+    """The rule ``verify`` with its array steps on numpy rows (built-in rules); a custom rule is
+    returned as given (correct on numpy rows, only slower)."""
+    rule = as_rule(verify)
+    fast = _VECTORISED.get(type(rule))
+    return fast() if fast is not None else rule
+
+
+# -- the engine ------------------------------------------------------------------------------------
+class _Clock:
+    """Wall-clock seconds since the start of a run (synchronised with the device at start)."""
+
+    def __init__(self, device: torch.device) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        self.t0 = time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+@dataclass(frozen=True)
+class _Job:
+    task: _Task
+    tokens: tuple[int, ...]
+    count: int
+
+
+class _Server:
+    """A target server: a thread with its own session (KV cache, stream, graphs)."""
+
+    def __init__(self, index: int, session: Session, outbox: queue.Queue[Any],
+                 cancelled: set[int]) -> None:
+        self.index, self.session, self.outbox, self.cancelled = index, session, outbox, cancelled
+        self.inbox: queue.Queue[_Job | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, name=f"dsi-target-{index}",
+                                       daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self.inbox.get()
+            if job is None:
+                return
+            if job.task.id in self.cancelled:   # preempted before it started: never runs
+                self.outbox.put(("skipped", job.task, None))
+                continue
+            try:
+                rows = self.session.rows(job.tokens, job.count)
+            except BaseException as error:
+                self.outbox.put(("error", job.task, error))
+                continue
+            self.outbox.put(("done", job.task, rows))
+
+
+class _WallClockDSI(DSIRun):
+    """`DSIRun` with real forwards: drafter in this thread, target servers as threads."""
+
+    def __init__(self, engine: Engine, prompt: tuple[int, ...], max_new_tokens: int,
+                 rng: Randomness, config: DSIConfig) -> None:
+        super().__init__(engine.target, engine.drafter_session.lm, prompt, max_new_tokens, rng,
+                         config)
+        self.rule = vectorised_rule(config.verify)
+        self.engine = engine
+        self.servers = engine.servers(config.sp_degree)
+        self.outbox = engine.outbox
+        self.cancelled = engine.cancelled
+        self.cancelled.clear()
+        self.in_flight = 0
+        self.clock: _Clock | None = None
+        self.drafter_seconds = 0.0
+        self.wait_seconds = 0.0
+        self.events = 0
+        self.now = 0.0
+
+    # the drafter: mark the position to draft; the event loop runs the forward
+    def start_drafting(self) -> None:
+        position = self.frontier + len(self.drafts)
+        context = self.spec()
+        if self.done or position >= self.n or (context and context[-1] == self.eos):
+            self.drafting = None
+            return
+        self.drafting = _Draft(position, self.now, self.now, None, ())
+
+    # a server: send the task to its thread
+    def run_on(self, task: _Task, server: int) -> None:
+        task.server, task.start, task.end = server, self.now, None
+        self.busy[server] = task
+        self.tasks.append(task)
+        self.stats["max_busy_servers"] = max(self.stats["max_busy_servers"],
+                                             sum(b is not None for b in self.busy))
+        self.in_flight += 1
+        self.servers[server].inbox.put(_Job(task, self.prompt + task.context,
+                                            task.last - task.first + 1))
+
+    def preempt(self, task: _Task, why: str) -> None:
+        self.cancelled.add(task.id)
+        super().preempt(task, why)
+
+    def finish_rows(self, task: _Task, rows: np.ndarray) -> None:
+        """`DSIRun.finish_task` with the rows the server computed."""
+        self.release(task)
+        self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
+                                task.start if task.start is not None else self.now, self.now,
+                                tuple(range(task.first, task.last + 1)), task.label))
+        for position in range(max(task.first, self.frontier), task.last + 1):
+            self.supplied[position] = rows[position - task.first]
+        self.commit_ready(task)
+        self.dispatch()
+
+    def deliver(self, block: bool) -> None:
+        """Handle every finished task (waiting for one first when ``block``)."""
+        assert self.clock is not None
+        while True:
+            try:
+                if block:
+                    if not self.in_flight:
+                        raise RuntimeError("DSI event loop stalled: no draft to make and no "
+                                           "task in flight before the last commit (a bug)")
+                    waited = self.clock()
+                    item = self.outbox.get()
+                    self.wait_seconds += self.clock() - waited
+                    block = False
+                else:
+                    item = self.outbox.get_nowait()
+            except queue.Empty:
+                return
+            status, task, payload = item
+            self.in_flight -= 1
+            if status == "error":
+                raise payload
+            self.now = self.clock()
+            if status == "done" and task in self.tasks and not self.done:
+                self.events += 1
+                self.finish_rows(task, payload)
+
+    def run(self) -> Run:
+        session = self.engine.drafter_session
+        self.clock = clock = _Clock(self.engine.device)
+        if not self.done:
+            self.start_drafting()
+            self.submit(0, 0, frontier=True)
+        while not self.done:
+            self.deliver(block=self.drafting is None)
+            if self.done or self.drafting is None:
+                continue
+            d = self.drafting
+            began = clock()
+            row = session.rows(self.prompt + self.spec(), 1)[0]   # q(. | speculative sequence)
+            self.now = clock()
+            self.drafter_seconds += self.now - began
+            d.row = row
+            self.events += 1
+            self.finish_draft(d)
+        latency = self.now
+        while self.in_flight:        # let preempted forwards end before the next run
+            status, _, payload = self.outbox.get()
+            self.in_flight -= 1
+            if status == "error":
+                raise payload
+        stats = dict(self.stats)
+        overhead = max(0.0, latency - self.drafter_seconds - self.wait_seconds)
+        stats.update(events=self.events, orchestration_us=round(overhead * 1e6),
+                     drafter_us=round(self.drafter_seconds * 1e6))
+        return Run(tuple(self.committed), latency, tuple(self.trace), stats)
+
+
+class Engine:
+    """Sessions for a target/drafter pair, reused across runs (KV caches, streams, CUDA graphs).
+
+    Every run prefills the sessions it uses on the prompt *before* its clock starts, so
+    ``Run.time`` (seconds) is the decoding time of the new tokens, the quantity the simulator's
+    TPOT-unit latencies predict.
+
+    Args:
+        target: the target model.
+        drafter: the drafter (needed for SI and DSI).
+        graphs: CUDA graphs in every session (default: on CUDA).
+    """
+
+    def __init__(self, target: TorchLM, drafter: TorchLM | None = None, *,
+                 graphs: bool | None = None) -> None:
+        if drafter is not None and drafter.device != target.device:
+            raise BackendError(f"target on {target.device} but drafter on {drafter.device}")
+        self.target, self.drafter_lm, self.graphs = target, drafter, graphs
+        self.device = target.device
+        high = -1 if self.device.type == "cuda" else 0   # the more urgent CUDA stream priority
+        self.target_session = target.session(graphs=graphs, priority=high)
+        self._drafter_session = drafter.session(graphs=graphs, priority=high) \
+            if drafter is not None else None
+        self.outbox: queue.Queue[Any] = queue.Queue()
+        self.cancelled: set[int] = set()
+        self._servers: list[_Server] = []
+        self._high = high
+
+    @property
+    def drafter_session(self) -> Session:
+        """The drafter's session (an error when the engine has no drafter)."""
+        if self._drafter_session is None:
+            raise BackendError("this Engine has no drafter: pass drafter= for SI and DSI")
+        return self._drafter_session
+
+    def servers(self, count: int) -> list[_Server]:
+        """At least ``count`` target servers (threads started on first use, then reused).
+
+        Server 0 (the frontier server when ``sp_degree >= 2``) gets the lowest stream priority,
+        the verification servers the highest.
+        """
+        while len(self._servers) < count:
+            index = len(self._servers)
+            session = self.target.session(graphs=self.graphs,
+                                          priority=0 if index == 0 else self._high)
+            self._servers.append(_Server(index, session, self.outbox, self.cancelled))
+        return self._servers[:count]
+
+    def close(self) -> None:
+        """Stop the server threads."""
+        for server in self._servers:
+            server.inbox.put(None)
+        for server in self._servers:
+            server.thread.join()
+        self._servers = []
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- non-SI --------------------------------------------------------------------------------
+    def autoregressive(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness, *,
+                       greedy: bool = False) -> Run:
+        """`dsi_ref.autoregressive` on the target, timed: one cached target forward per token."""
+        prompt = check_inputs(self.target, prompt, max_new_tokens)
+        session = self.target_session
+        session.rows(prompt, 1)                                    # prefill, untimed
+        rule = vectorised_rule("greedy" if greedy else "rejection")
+        tokens: list[int] = []
+        trace: list[Event] = []
+        clock = _Clock(self.device)
+        for pos in range(max_new_tokens):
+            began = clock()
+            row = session.rows(prompt + tuple(tokens), 1)[0]       # p(. | committed prefix)
+            trace.append(Event("target", "forward", began, clock(), (pos,)))
+            tokens.append(rule.decide(row, None, None, rng, tuple(tokens)).token)  # x ~ p
+            trace.append(Event("committer", "commit", clock(), clock(), (pos,), "bonus"))
+            if tokens[-1] == self.target.eos:
+                break
+        return Run(tuple(tokens), clock(), tuple(trace),
+                   {"target_forwards": len(tokens), "bonus": len(tokens)})
+
+    # -- SI --------------------------------------------------------------------------------------
+    def speculative(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
+                    lookahead: int = 3, verify: VerifyRule | Rule = "rejection") -> Run:
+        """`dsi_ref.speculative`, timed: draft ``lookahead`` tokens, one target forward over
+        prefix + drafts, verify left to right (the reference loop, step for step)."""
+        config = SpeculativeConfig(lookahead, verify)
+        prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
+        t_session, d_session = self.target_session, self.drafter_session
+        t_session.rows(prompt, 1)                                  # prefill both, untimed
+        d_session.rows(prompt, 1)
+        rule, eos = vectorised_rule(config.verify), self.target.eos
+        stats = dict.fromkeys(("iterations", "drafts", "accepted", "rejected", "bonus",
+                               "target_forwards", "drafter_forwards"), 0)
+        trace: list[Event] = []
+        tokens: list[int] = []
+        done = False
+        clock = _Clock(self.device)
+        while len(tokens) < max_new_tokens and not done:
+            stats["iterations"] += 1
+            start, prefix = len(tokens), prompt + tuple(tokens)
+            m = min(config.lookahead, max_new_tokens - start - 1)  # room for the bonus token
+            # 1. draft m tokens autoregressively
+            drafts: list[int] = []
+            draft_rows: list[Any] = []      # numpy rows
+            for j in range(m):
+                began = clock()
+                row = d_session.rows(prefix + tuple(drafts), 1)[0]
+                trace.append(Event("drafter", "draft", began, clock(), (start + j,)))
+                stats["drafter_forwards"] += 1
+                drafts.append(rule.draft(row, rng, tuple(tokens) + tuple(drafts)))
+                draft_rows.append(row)
+                if drafts[-1] == eos:
+                    break
+            stats["drafts"] += len(drafts)
+            # 2. one target forward over prefix + drafts: p at len(drafts) + 1 positions
+            began = clock()
+            target_rows: Any = t_session.rows(prefix + tuple(drafts), len(drafts) + 1)
+            trace.append(Event("target", "verify" if drafts else "forward", began, clock(),
+                               tuple(range(start, start + len(drafts) + 1))))
+            stats["target_forwards"] += 1
+            # 3. verify left to right; stop at the first rejection (or EOS)
+            rejected = False
+            for j, x in enumerate(drafts):
+                decision = rule.decide(target_rows[j], draft_rows[j], x, rng, tuple(tokens))
+                trace.append(Event("committer", "commit", clock(), clock(), (len(tokens),),
+                                   decision.kind))
+                tokens.append(decision.token)
+                stats["accepted" if decision.accepted else "rejected"] += 1
+                rejected = not decision.accepted
+                done = decision.token == eos
+                if rejected or done:
+                    break
+            # 4. bonus token after the last draft, when every draft was accepted
+            if not (rejected or done):
+                bonus = rule.decide(target_rows[len(drafts)], None, None, rng, tuple(tokens))
+                trace.append(Event("committer", "commit", clock(), clock(), (len(tokens),),
+                                   bonus.kind))
+                tokens.append(bonus.token)
+                stats["bonus"] += 1
+                done = bonus.token == eos
+        return Run(tuple(tokens), clock(), tuple(trace), stats)
+
+    # -- DSI ---------------------------------------------------------------------------------------
+    def dsi(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
+            lookahead: int = 2, sp_degree: int = 2, verify: VerifyRule | Rule = "rejection",
+            queue: QueuePolicy = "fifo") -> Run:
+        """`dsi_ref.dsi` with real concurrency: ``sp_degree`` target-server threads.
+
+        ``Run.time`` is wall-clock seconds (the last commit); ``Run.stats`` adds ``events``
+        (drafts and task results handled), ``orchestration_us`` (the committer thread's time
+        outside drafter forwards and waits) and ``drafter_us``.
+        """
+        config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
+        prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
+        self.drafter_session.rows(prompt, 1)                       # prefill everything, untimed
+        for server in self.servers(sp_degree):
+            server.session.rows(prompt, 1)
+        return _WallClockDSI(self, prompt, max_new_tokens, rng, config).run()

@@ -1,0 +1,209 @@
+"""The paper's measurements on torch models: TTFT/TPOT, and acceptance rates of a pair.
+
+Protocol (PAPER.md, "Measurement protocol used by the authors"): batch 1, greedy; warm-up first;
+TTFT = one synchronised forward over the prompt; TPOT = (generate time − TTFT)/(new tokens − 1);
+mean and spread over N prompts. Forwards go through the same `Session.rows` call that the
+execution engine uses (CUDA graph replay, float64 softmax, the row copied to the host), so the
+measured latencies are the ones the engine pays per forward.
+
+Acceptance rates:
+
+* `greedy_acceptance` — the paper's estimator: the target generates greedily; at each position the
+  drafter predicts one token (argmax) on the *target's* prefix; the match indicators form runs;
+  with a geometric law of run lengths, ``a = 1 − 1/(1 + mean run length)``. Runs are the blocks of
+  matches ended by a mismatch (a trailing unfinished block is censored and left out), so the mean
+  run length is ``matches / mismatches`` and ``a = matches / (matches + mismatches)`` over the
+  ended runs.
+* `sampling_acceptance` — the acceptance probability of rejection sampling at a position,
+  ``Σ_x min(p(x), q(x))``, averaged over the positions of sequences sampled from the target.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from ..randomness import Sampler
+from .execution import Engine
+from .torch_lm import BackendError, TorchLM
+
+__all__ = [
+    "AcceptanceEstimate",
+    "LatencyStats",
+    "PairMeasurement",
+    "greedy_acceptance",
+    "measure_latency",
+    "measure_pair",
+    "random_prompts",
+    "sampling_acceptance",
+]
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """TTFT and TPOT of one model on one device, in milliseconds (mean and standard deviation
+    over prompts)."""
+
+    ttft_ms: float
+    ttft_std_ms: float
+    tpot_ms: float
+    tpot_std_ms: float
+    prompts: int
+    new_tokens: int
+
+
+@dataclass(frozen=True)
+class AcceptanceEstimate:
+    """An acceptance-rate estimate and what it was computed from."""
+
+    acceptance: float
+    positions: int
+    matches: int = 0
+    mismatches: int = 0
+
+    @property
+    def mean_run_length(self) -> float:
+        """Mean number of matches before a mismatch (greedy estimator only)."""
+        return self.matches / self.mismatches if self.mismatches else float("inf")
+
+
+@dataclass(frozen=True)
+class PairMeasurement:
+    """What `dsi-ref table` needs for one target/drafter pair (latencies in ms)."""
+
+    name: str
+    target_ttft_ms: float
+    target_tpot_ms: float
+    drafter_ttft_ms: float
+    drafter_tpot_ms: float
+    acceptance: float
+    sampling_acceptance: float
+
+    @property
+    def c(self) -> float:
+        """Drafter TPOT over target TPOT (PAPER.md's ``c``)."""
+        return self.drafter_tpot_ms / self.target_tpot_ms
+
+    def as_row(self) -> dict[str, float | str]:
+        """A flat row (CSV/TOML/JSON) with the paper table's input columns."""
+        return asdict(self)
+
+
+def random_prompts(vocab_size: int, count: int, length: int, seed: int) -> list[tuple[int, ...]]:
+    """``count`` seeded random prompts of ``length`` tokens (ids ``1 .. vocab_size - 1``)."""
+    if count < 1 or length < 1:
+        raise BackendError(f"need count >= 1 and length >= 1, got {count} and {length}")
+    gen = np.random.default_rng(seed)
+    return [tuple(int(t) for t in gen.integers(1, vocab_size, size=length))
+            for _ in range(count)]
+
+
+def _sync(lm: TorchLM) -> None:
+    if lm.device.type == "cuda":
+        torch.cuda.synchronize(lm.device)
+
+
+def measure_latency(lm: TorchLM, prompts: Sequence[Sequence[int]], new_tokens: int, *,
+                    warmup: int = 2) -> LatencyStats:
+    """TTFT and TPOT of ``lm`` (greedy generation of ``new_tokens`` tokens per prompt).
+
+    The first ``warmup`` prompts are run once untimed first (CUDA graph capture, allocator,
+    clocks). Each timed prompt starts from an empty cache.
+    """
+    if new_tokens < 2:
+        raise BackendError(f"new_tokens must be >= 2 to separate TTFT from TPOT, got {new_tokens}")
+    if not prompts:
+        raise BackendError("measure_latency needs at least one prompt")
+    session = lm.session()
+
+    def generate(prompt: Sequence[int]) -> tuple[float, float]:
+        session.reset()
+        seq = list(prompt)
+        _sync(lm)
+        t0 = time.perf_counter()
+        seq.append(int(np.argmax(session.rows(seq, 1)[0])))      # prefill: the first token
+        ttft = time.perf_counter() - t0
+        for _ in range(new_tokens - 1):
+            seq.append(int(np.argmax(session.rows(seq, 1)[0])))
+        _sync(lm)
+        return ttft, time.perf_counter() - t0
+
+    for prompt in list(prompts)[:warmup]:
+        generate(prompt)
+    ttfts, tpots = [], []
+    for prompt in prompts:
+        ttft, total = generate(prompt)
+        ttfts.append(ttft * 1e3)
+        tpots.append((total - ttft) / (new_tokens - 1) * 1e3)
+    spread = statistics.pstdev
+    return LatencyStats(statistics.fmean(ttfts), spread(ttfts), statistics.fmean(tpots),
+                        spread(tpots), len(ttfts), new_tokens)
+
+
+def _check_pair(target: TorchLM, drafter: TorchLM) -> None:
+    if target.vocab_size != drafter.vocab_size:
+        raise BackendError(f"target and drafter vocabularies differ: {target.vocab_size} vs "
+                           f"{drafter.vocab_size}")
+
+
+def greedy_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
+                      new_tokens: int) -> AcceptanceEstimate:
+    """The paper's estimator ``a = 1 − 1/(1 + mean run length)`` (see the module docstring)."""
+    _check_pair(target, drafter)
+    engine = Engine(target)
+    d_session = drafter.session()
+    matches = mismatches = positions = 0
+    for prompt in prompts:
+        prompt = tuple(prompt)
+        generated = engine.autoregressive(prompt, new_tokens, Sampler(0), greedy=True).tokens
+        # the drafter's argmax after prompt + generated[:j], for every j, in one forward
+        rows = d_session.rows(prompt + generated[:-1], len(generated))
+        run = 0
+        for predicted, token in zip(rows.argmax(axis=1).tolist(), generated, strict=True):
+            if predicted == token:
+                run += 1
+            else:
+                matches, mismatches, run = matches + run, mismatches + 1, 0
+        positions += len(generated)
+    if not mismatches:
+        raise BackendError("no mismatch in the sample: the greedy estimator needs at least one "
+                           "ended run; generate more tokens or use more prompts")
+    mean_run = matches / mismatches
+    return AcceptanceEstimate(1 - 1 / (1 + mean_run), positions, matches, mismatches)
+
+
+def sampling_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
+                        new_tokens: int, seed: int) -> AcceptanceEstimate:
+    """``Σ_x min(p(x), q(x))`` averaged over the positions of sequences sampled from the target
+    (``Sampler(seed)``), with ``p``/``q`` the target's/drafter's rows on the same prefix."""
+    _check_pair(target, drafter)
+    engine = Engine(target)
+    t_session, d_session = target.session(), drafter.session()
+    total, positions = 0.0, 0
+    for i, prompt in enumerate(prompts):
+        prompt = tuple(prompt)
+        generated = engine.autoregressive(prompt, new_tokens, Sampler(seed + i)).tokens
+        context = prompt + generated[:-1]
+        overlap = np.minimum(t_session.rows(context, len(generated)),
+                             d_session.rows(context, len(generated))).sum(axis=1)
+        total += float(overlap.sum())
+        positions += len(generated)
+    return AcceptanceEstimate(total / positions, positions)
+
+
+def measure_pair(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
+                 new_tokens: int, *, seed: int = 0, warmup: int = 2,
+                 name: str | None = None) -> PairMeasurement:
+    """Latencies of both models and both acceptance rates: one row of the paper's table."""
+    t = measure_latency(target, prompts, new_tokens, warmup=warmup)
+    d = measure_latency(drafter, prompts, new_tokens, warmup=warmup)
+    greedy = greedy_acceptance(target, drafter, prompts, new_tokens)
+    sampled = sampling_acceptance(target, drafter, prompts, new_tokens, seed)
+    return PairMeasurement(name or f"{target.config.name}/{drafter.config.name}", t.ttft_ms,
+                           t.tpot_ms, d.ttft_ms, d.tpot_ms, greedy.acceptance,
+                           sampled.acceptance)

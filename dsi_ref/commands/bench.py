@@ -1,0 +1,221 @@
+"""``dsi-ref bench``: wall-clock non-SI, SI and DSI on torch models, beside the simulator.
+
+For a target/drafter pair it (1) measures TTFT/TPOT of both models and their acceptance rate the
+paper's way (`dsi_ref.backends.measure`), (2) runs non-SI, SI and DSI for real on the same prompts
+(`dsi_ref.backends.execution.Engine`; decoding time after prefill), and (3) prints the measured
+speedups beside the simulator's prediction for the *measured* ``c`` and ``a``, plus the
+orchestration overhead per event of the DSI committer.
+
+The prediction uses `dsi_ref.expected_latency` when the core provides it (paper model, and the
+event model with the same ``sp_degree``); otherwise `paper_model_per_token`, PAPER.md's renewal
+formulas (N → ∞), computed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["install", "paper_model_per_token", "predictions"]
+
+
+def paper_model_per_token(c: float, a: float, k: int) -> dict[str, float]:
+    """Expected time per token (target forward = 1) of non-SI, SI and DSI in PAPER.md's renewal
+    limit: non-SI 1; SI ``(k c + 1)(1 − a)/(1 − a^(k+1))``; DSI (paper model, unlimited servers)
+    ``(1 − a) E[min((M + 1) k c + 1, M k + A + 1)]`` with ``P(M = m) = (1 − a^k) a^(k m)`` and
+    ``P(A = j) = a^j (1 − a)/(1 − a^k)``, ``j < k``.
+
+    >>> round(paper_model_per_token(0.1, 0.5, 2)["si"], 6)
+    0.857143
+    """
+    if not (c > 0 and 0 < a < 1 and k >= 1):
+        raise ValueError(f"need c > 0, 0 < a < 1 and k >= 1, got c={c}, a={a}, k={k}")
+    si = (k * c + 1) * (1 - a) / (1 - a ** (k + 1))
+    window_ok = a ** k
+    expected_min, m = 0.0, 0
+    while True:
+        p_m = (1 - window_ok) * window_ok ** m
+        for j in range(k):
+            p_j = a ** j * (1 - a) / (1 - window_ok)
+            expected_min += p_m * p_j * min((m + 1) * k * c + 1, m * k + j + 1)
+        m += 1
+        if p_m < 1e-15 or m > 100_000:
+            break
+    return {"nonsi": 1.0, "si": si, "dsi": (1 - a) * expected_min}
+
+
+def predictions(c: float, a: float, k: int, n_tokens: int, sp_degree: int) -> dict[str, Any]:
+    """Predicted latencies (target forwards) of non-SI, SI and DSI for the measured ``c``, ``a``.
+
+    ``source`` says which simulator was used: the core's ``expected_latency`` (paper and event
+    models) when present, else this module's renewal formulas (per token × ``n_tokens``).
+    """
+    import dsi_ref
+
+    expected: Callable[..., float] | None = getattr(dsi_ref, "expected_latency", None)
+    if expected is not None:
+        out: dict[str, Any] = {"source": "dsi_ref.expected_latency (paper model; event model "
+                               f"with sp_degree={sp_degree})"}
+        for algorithm in ("nonsi", "si", "dsi"):
+            out[algorithm] = float(expected(algorithm, c=c, a=a, k=k, n_tokens=n_tokens,
+                                            model="paper",
+                                            **({"sp_degree": 10**6} if algorithm == "dsi"
+                                               else {})))
+        try:
+            out["dsi_event"] = float(expected("dsi", c=c, a=a, k=k, n_tokens=n_tokens,
+                                              model="event", sp_degree=sp_degree))
+        except Exception as error:
+            out["dsi_event_error"] = str(error)
+        return out
+    per_token = paper_model_per_token(c, a, k)
+    return {"source": "PAPER.md renewal formulas (bench.paper_model_per_token; "
+                      "dsi_ref.expected_latency not available)",
+            **{name: value * n_tokens for name, value in per_token.items()}}
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1, got {text!r}")
+    return values
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..backends.execution import Engine
+    from ..backends.measure import measure_pair, random_prompts
+    from ..backends.torch_lm import PRESETS, TorchLM
+    from ..randomness import Sampler
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}[args.dtype]
+    for name in (args.target, args.drafter):
+        if name not in PRESETS:
+            print(f"unknown preset {name!r}; known: {', '.join(PRESETS)}", file=sys.stderr)
+            return 2
+    max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
+    target = TorchLM(args.target, seed=args.seed, device=device, dtype=dtype,
+                     max_seq_len=max_seq)
+    drafter = TorchLM(args.drafter, seed=args.seed + 1, device=device, dtype=dtype,
+                      max_seq_len=max_seq)
+    prompts = random_prompts(target.vocab_size, args.prompts, args.prompt_len, args.seed)
+    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    print(f"# dsi-ref bench: {args.target} ({target.config.n_params() / 1e6:.0f}M) / "
+          f"{args.drafter} ({drafter.config.n_params() / 1e6:.0f}M), {args.dtype} on {gpu}, "
+          f"torch {torch.__version__}; {args.prompts} prompts x {args.new_tokens} new tokens, "
+          f"prompt length {args.prompt_len}, verify={args.verify}", flush=True)
+
+    pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
+    a = pair.acceptance if args.verify == "greedy" else pair.sampling_acceptance
+    print(f"measured: target TTFT {pair.target_ttft_ms:.2f} ms, TPOT {pair.target_tpot_ms:.3f} "
+          f"ms; drafter TTFT {pair.drafter_ttft_ms:.2f} ms, TPOT {pair.drafter_tpot_ms:.3f} ms; "
+          f"c = {pair.c:.4f}; acceptance greedy {pair.acceptance:.4f}, sampling "
+          f"{pair.sampling_acceptance:.4f} (a used: {a:.4f})", flush=True)
+
+    results: list[dict[str, Any]] = []
+    with Engine(target, drafter) as engine:
+        warm = prompts[0]
+        for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
+            engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
+            engine.speculative(warm, 8, Sampler(0), lookahead=k, verify=args.verify)
+            for sp in args.sp_degree:
+                engine.dsi(warm, 8, Sampler(0), lookahead=k, sp_degree=sp, verify=args.verify)
+        for k in args.lookahead:
+            for sp in args.sp_degree:
+                results.append(_run_config(engine, prompts, args, k, sp, pair.target_tpot_ms,
+                                           pair.c, a))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"pair": pair.as_row(), "device": gpu, "dtype": args.dtype,
+                       "torch": torch.__version__, "new_tokens": args.new_tokens,
+                       "prompts": args.prompts, "verify": args.verify, "results": results},
+                      fh, indent=2)
+    return 0
+
+
+def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace, k: int,
+                sp: int, tpot_ms: float, c: float, a: float) -> dict[str, Any]:
+    from ..randomness import Sampler
+
+    times: dict[str, list[float]] = {"nonsi": [], "si": [], "dsi": []}
+    tokens: dict[str, int] = dict.fromkeys(times, 0)
+    overhead_us: list[float] = []
+    greedy = args.verify == "greedy"
+    for i, prompt in enumerate(prompts):   # interleaved, so that drift hits all three alike
+        seed = args.seed + i
+        runs = {"nonsi": engine.autoregressive(prompt, args.new_tokens, Sampler(seed),
+                                               greedy=greedy),
+                "si": engine.speculative(prompt, args.new_tokens, Sampler(seed), lookahead=k,
+                                         verify=args.verify),
+                "dsi": engine.dsi(prompt, args.new_tokens, Sampler(seed), lookahead=k,
+                                  sp_degree=sp, verify=args.verify)}
+        for name, run in runs.items():
+            times[name].append(float(run.time))
+            tokens[name] += len(run.tokens)
+        dsi_stats = runs["dsi"].stats
+        overhead_us.append(dsi_stats["orchestration_us"] / max(1, dsi_stats["events"]))
+    per_token = {n: 1e3 * sum(times[n]) / tokens[n] for n in times}       # ms per token
+    predicted = predictions(c, a, k, args.new_tokens, sp)
+    measured_speedup = {"dsi/si": per_token["si"] / per_token["dsi"],
+                        "dsi/nonsi": per_token["nonsi"] / per_token["dsi"],
+                        "si/nonsi": per_token["nonsi"] / per_token["si"]}
+    predicted_speedup = {"dsi/si": predicted["si"] / predicted["dsi"],
+                         "dsi/nonsi": predicted["nonsi"] / predicted["dsi"],
+                         "si/nonsi": predicted["nonsi"] / predicted["si"]}
+    if "dsi_event" in predicted:
+        predicted_speedup["dsi_event/si"] = predicted["si"] / predicted["dsi_event"]
+        predicted_speedup["dsi_event/nonsi"] = predicted["nonsi"] / predicted["dsi_event"]
+    required = math.ceil(1 / (k * c))
+    print(f"\nlookahead {k}, sp_degree {sp} (paper model needs SP >= {required})")
+    print(f"  ms/token measured: non-SI {per_token['nonsi']:.3f}, SI {per_token['si']:.3f}, "
+          f"DSI {per_token['dsi']:.3f}; predicted (x target TPOT {tpot_ms:.3f} ms): "
+          + ", ".join(f"{n} {predicted[n] / args.new_tokens * tpot_ms:.3f}"
+                      for n in ("nonsi", "si", "dsi")))
+    for name, value in measured_speedup.items():
+        pred = predicted_speedup[name]
+        print(f"  {name:10s} measured {value:6.3f}x   predicted {pred:6.3f}x   "
+              f"measured/predicted {value / pred:5.3f}")
+    for name in ("dsi_event/si", "dsi_event/nonsi"):
+        if name in predicted_speedup:
+            print(f"  {name:16s} predicted (event model, SP={sp}) {predicted_speedup[name]:.3f}x")
+    print(f"  DSI orchestration overhead: {statistics.fmean(overhead_us):.1f} us/event "
+          f"(committer thread time outside drafter forwards and waits)", flush=True)
+    return {"lookahead": k, "sp_degree": sp, "ms_per_token": per_token,
+            "times_s": times, "measured_speedup": measured_speedup,
+            "predicted": predicted, "predicted_speedup": predicted_speedup,
+            "orchestration_us_per_event": statistics.fmean(overhead_us),
+            "paper_required_sp": required}
+
+
+def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``bench`` sub-command."""
+    p = sub.add_parser("bench", help="wall-clock non-SI vs SI vs DSI on torch models",
+                       description="Measure TTFT/TPOT and acceptance of a random-weight "
+                       "target/drafter pair, run non-SI, SI and DSI for real (threads, CUDA "
+                       "streams and graphs on a GPU) and print measured speedups beside the "
+                       "simulator's prediction. Needs the [torch] extra.")
+    p.add_argument("--target", default="llama-1b", help="target preset (default llama-1b)")
+    p.add_argument("--drafter", default="llama-68m", help="drafter preset (default llama-68m)")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp32", "fp64"))
+    p.add_argument("--lookahead", type=_csv_ints, default=[5], help="comma-separated, e.g. 3,5")
+    p.add_argument("--sp-degree", type=_csv_ints, default=[4], help="comma-separated, e.g. 2,4")
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--prompts", type=int, default=5)
+    p.add_argument("--prompt-len", type=int, default=64)
+    p.add_argument("--verify", default="greedy", choices=("greedy", "rejection", "exact_match"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
+    p.set_defaults(func=_bench)
