@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .commands import TOP_SECTIONS
+from .commands import TOP_SECTIONS, bench
 from .report import SECTIONS, Section, SectionSpec, render_section
 
 __all__ = ["COMMANDS", "main"]
@@ -64,6 +64,7 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 #: Sub-command installers; each adds a parser with ``func`` set.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
     _add_audit,
+    bench.install,
 ]
 
 
