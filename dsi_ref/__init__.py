@@ -19,6 +19,7 @@ from .latency import InvalidParameterError, Latency
 from .models import FunctionLM, InvalidDistributionError, LanguageModel, TableLM
 from .randomness import Randomness, Sampler, keyed_uniform
 from .run import Event, Run
+from .sim import InsufficientServersError, expected_latency, simulate_latency
 from .speculative import SpeculativeConfig, speculative
 from .verification import VERIFY_RULES, Decision, NumericalError
 
@@ -30,6 +31,7 @@ __all__ = [
     "Decision",
     "Event",
     "FunctionLM",
+    "InsufficientServersError",
     "InvalidDistributionError",
     "InvalidParameterError",
     "LanguageModel",
@@ -51,7 +53,9 @@ __all__ = [
     "dsi",
     "exact_distribution",
     "exact_expectation",
+    "expected_latency",
     "keyed_uniform",
+    "simulate_latency",
     "speculative",
     "target_distribution",
     "total_variation",

@@ -78,7 +78,7 @@ def segment_charges(p: SimParams) -> list[Num]:
     for g in range(n):
         power.append(power[-1] * a)
         prefix.append(prefix[-1] + power[g] * (1 - a) * min((g // k + 1) * k * c + 1, g + 1))
-    charges = []
+    charges: list[Num] = []
     for r in range(n):
         q = k * (r // k)  # first draft of the window that the budget cuts short
         last = sum((power[g] * (1 - a) * min(r * c + 1, g + 1) for g in range(q, r)), zero)
@@ -118,7 +118,8 @@ def si_grid(c: FloatArray, a: FloatArray, k: NDArray[np.int64], n_tokens: int) -
         back = left - 1 - k
         w = e[left - 1] + a * w - np.where(back >= 0, ak * e[np.maximum(back, 0), cols], 0.0)
         e[left] = m * c + 1 + (1 - a) * w + a ** m * e[left - 1 - m, cols]
-    return e[n_tokens].reshape(shape)
+    result: FloatArray = e[n_tokens].reshape(shape)
+    return result
 
 
 def dsi_paper_grid(c: FloatArray, a: FloatArray, k: NDArray[np.int64],
@@ -129,7 +130,7 @@ def dsi_paper_grid(c: FloatArray, a: FloatArray, k: NDArray[np.int64],
     Vectorised `dsi_paper_exact`: per ``(c, k)``, ``C(r)`` for every ``a`` and ``r`` at once from
     prefix sums over ``g`` and closed forms for the window that the budget cuts short.
     """
-    c, a, k = (np.asarray(x).ravel() for x in (c, a, k))
+    c, a, k = np.ravel(c).astype(float), np.ravel(a).astype(float), np.ravel(k).astype(np.int64)
     n = n_tokens
     g = np.arange(n)
     r = g                                                       # budgets 0 .. N−1

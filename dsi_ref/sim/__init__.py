@@ -1,0 +1,103 @@
+"""Acceptance-level latency simulator: non-SI, SI and DSI at the paper's scale, exactly.
+
+Tokens are abstracted away: each draft is accepted i.i.d. with rate ``a`` (PAPER.md). Two models
+of DSI:
+
+* ``model="paper"`` — the official offline simulator (per-segment ``min(speculative cost,
+  target-only cost)``, shortened last window, unlimited servers), `dsi_ref.sim.paper`;
+* ``model="event"`` — the DSI of docs/dsi-semantics.md (frontier task, ``sp_degree`` servers,
+  queue, preemption, canonical tie order), `dsi_ref.sim.event`; bridge tests tie it to the
+  token-level `dsi_ref.dsi` exactly.
+
+`expected_latency` is exact (a ``Fraction`` when every input is rational); `simulate_latency`
+draws run latencies by Monte Carlo, vectorised over runs and seeded. Time unit: one target
+forward; `dsi_ref.sim.table` converts TTFT/TPOT pairs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..latency import InvalidParameterError
+from .event import dsi_event_exact, simulate_event
+from .paper import dsi_paper_exact, nonsi_exact, si_exact, simulate_paper
+from .params import (
+    ALGORITHMS,
+    MODELS,
+    Algorithm,
+    InsufficientServersError,
+    Model,
+    Num,
+    SimParams,
+    required_servers,
+)
+
+__all__ = ["ALGORITHMS", "MODELS", "InsufficientServersError", "SimParams", "expected_latency",
+           "required_servers", "simulate_latency"]
+
+
+def _params(algorithm: Algorithm, c: Num, a: Num, k: int | None, n_tokens: int, model: Model,
+            sp_degree: int | None, queue: str, target_first: Num | None,
+            drafter_first: Num | None) -> SimParams:
+    if k is None:
+        if algorithm != "nonsi":
+            raise InvalidParameterError(f"{algorithm} needs a lookahead k (an int >= 1)")
+        k = 1
+    return SimParams(algorithm, c, a, k, n_tokens, model, sp_degree, queue,  # type: ignore[arg-type]
+                     target_first, drafter_first)
+
+
+def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
+                     model: Model = "paper", sp_degree: int | None = None, queue: str = "fifo",
+                     target_first: Num | None = None, drafter_first: Num | None = None) -> Num:
+    """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
+
+    Args:
+        algorithm: ``"nonsi"``, ``"si"`` or ``"dsi"``.
+        c: drafter forward cost (target forward = 1).
+        a: acceptance rate in ``[0, 1]``.
+        k: lookahead (ignored for ``nonsi``; may be ``None`` there).
+        n_tokens: ``N``.
+        model: ``"paper"`` or ``"event"`` (only DSI differs between them).
+        sp_degree: paper model: ``None`` = unlimited, an int = check ``SP >= ceil(1/(k c))``
+            (`InsufficientServersError` otherwise); event model: the number of target servers.
+        queue: event model: ``"fifo"`` (= ``"any"`` under the canonical schedule) or ``"lifo"``.
+        target_first, drafter_first: cost of each model's first forward (prefill/TTFT).
+
+    Returns a ``Fraction`` when every number given is rational, else a float.
+
+    >>> from fractions import Fraction
+    >>> expected_latency("si", c=Fraction(1, 10), a=Fraction(1, 2), k=1, n_tokens=2)
+    Fraction(8, 5)
+    """
+    p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
+                drafter_first)
+    if p.algorithm == "nonsi":
+        return nonsi_exact(p)
+    if p.algorithm == "si":
+        return si_exact(p)
+    return dsi_paper_exact(p) if p.model == "paper" else dsi_event_exact(p)
+
+
+def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
+                     n_repeats: int, seed: int | np.random.Generator, model: Model = "paper",
+                     sp_degree: int | None = None, queue: str = "fifo",
+                     target_first: Num | None = None, drafter_first: Num | None = None
+                     ) -> NDArray[np.float64]:
+    """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
+
+    Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
+    ``Generator``; nothing else is random). The mean converges to `expected_latency`.
+
+    >>> simulate_latency("nonsi", c=0.1, a=0.5, k=None, n_tokens=7, n_repeats=3, seed=0)
+    array([7., 7., 7.])
+    """
+    if isinstance(n_repeats, bool) or not isinstance(n_repeats, int) or n_repeats < 1:
+        raise InvalidParameterError(f"n_repeats must be an int >= 1, got {n_repeats!r}")
+    p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
+                drafter_first)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if p.model == "event" and p.algorithm == "dsi":
+        return simulate_event(p, n_repeats, rng)
+    return simulate_paper(p, n_repeats, rng)

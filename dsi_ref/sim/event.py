@@ -1,0 +1,507 @@
+"""The event model: DSI of docs/dsi-semantics.md at the acceptance level, exactly.
+
+The engine below replays the rules of the token-level `dsi_ref.dsi` (one drafter drafting
+continuously, a verification task per window of ``k`` drafts supplying ``p`` at the window and the
+position after it, a frontier task, ``SP`` servers with server 0 reserved for the frontier task
+when ``SP >= 2``, a queue, preemption, the canonical tie order: the drafter first, then tasks in
+the order they started) with tokens abstracted away: the verification of a present draft is an
+independent Bernoulli(``a``) acceptance; a bonus (no draft at the frontier) draws nothing.
+
+Exact expectation (Note: "renewal at every restart" in docs/reproducing-the-paper.md). A
+rejection or a bonus preempts every task, restarts the frontier task and the drafter: the state
+after it is only ``(R, u)`` = (tokens left, verification servers already used — it matters only
+for a server's first forward, TTFT). Between restarts the run is deterministic until the first
+rejection, so with the *spine* = the run from ``(R, u)`` in which every draft is accepted,
+committing position ``i`` at time ``τ_i``::
+
+    E(R, u) = Σ_i a^i (1 − a) [τ_i + E(R − i − 1, u_i)]   (draft at i rejected)
+            + a^b [τ_b + E(R − b − 1, u_b)]                (first bonus at b, if any)
+            + a^R τ_{R−1}                                   (everything accepted)
+
+Times are kept exact: rational costs are scaled to integers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .params import Num, SimParams
+
+__all__ = [
+    "Commit",
+    "Spine",
+    "dsi_event_exact",
+    "dsi_event_grid",
+    "event_run",
+    "simulate_event",
+    "spine",
+]
+
+Kind = Literal["accepted", "rejected", "bonus"]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A committed position: when, how, and how many verification servers had been used."""
+
+    time: Num
+    position: int
+    kind: Kind
+    used: int
+
+
+class _Task:
+    __slots__ = ("end", "first", "frontier", "last", "server")
+
+    def __init__(self, first: int, last: int, frontier: bool) -> None:
+        self.first, self.last, self.frontier = first, last, frontier
+        self.server = -1
+        self.end: int | float | None = None
+
+
+class _Draft:
+    __slots__ = ("end", "position")
+
+    def __init__(self, position: int, end: int | float) -> None:
+        self.position, self.end = position, end
+
+
+@dataclass(frozen=True)
+class _Costs:
+    """Costs on the engine's clock (integers when exact: ``scale`` ticks per target forward)."""
+
+    c: int | float
+    target: int | float
+    target_first: int | float
+    drafter_first: int | float
+    scale: int
+
+    @classmethod
+    def of(cls, p: SimParams) -> _Costs:
+        t1 = p.target_first if p.target_first is not None else 1
+        d1 = p.drafter_first if p.drafter_first is not None else p.c
+        if p.exact:
+            values = [Fraction(p.c), Fraction(1), Fraction(t1), Fraction(d1)]
+            scale = math.lcm(*(v.denominator for v in values))
+            c, t, tf, df = (int(v * scale) for v in values)
+            return cls(c, t, tf, df, scale)
+        return cls(float(p.c), 1.0, float(t1), float(d1), 1)
+
+    def time(self, ticks: int | float) -> Num:
+        return Fraction(int(ticks), self.scale) if self.scale != 1 or isinstance(ticks, int) \
+            else float(ticks)
+
+
+class _Engine:
+    """One run (or one spine) of acceptance-level DSI; docs/dsi-semantics.md, rule by rule."""
+
+    def __init__(self, n: int, k: int, sp: int, costs: _Costs, lifo: bool, fresh: bool,
+                 used: int, decide: Callable[[int], bool], stop_on_restart: bool) -> None:
+        self.n, self.k, self.sp, self.costs, self.lifo = n, k, sp, costs, lifo
+        self.decide, self.stop_on_restart = decide, stop_on_restart
+        self.now: int | float = 0
+        self.frontier = 0
+        self.drafts = 0                      # drafts present at frontier, frontier + 1, ...
+        self.window_start = 0
+        self.drafting: _Draft | None = None
+        self.drafter_first = fresh
+        self.server_first = [fresh or s > used for s in range(sp)]
+        self.used = 0 if fresh else used
+        self.tasks: list[_Task] = []         # running, in start order
+        self.queue: deque[_Task] = deque()   # waiting verification tasks, in submit order
+        self.frontier_waiting: _Task | None = None
+        self.busy: list[_Task | None] = [None] * sp
+        self.supplied: set[int] = set()
+        self.done = n == 0
+        self.stopped = False
+        self.commits: list[tuple[int | float, int, Kind, int]] = []  # (ticks, position, kind, used)
+
+    # -- drafter
+    def start_drafting(self) -> None:
+        position = self.frontier + self.drafts
+        if self.done or position >= self.n:
+            self.drafting = None
+            return
+        cost = self.costs.drafter_first if self.drafter_first else self.costs.c
+        self.drafter_first = False
+        self.drafting = _Draft(position, self.now + cost)
+
+    def finish_draft(self, d: _Draft) -> None:
+        self.drafts += 1
+        self.drafting = None
+        if d.position + 1 - self.window_start >= self.k or d.position == self.n - 1:
+            self.submit(self.window_start, min(d.position + 1, self.n - 1), frontier=False)
+            self.window_start = d.position + 1
+        self.start_drafting()
+
+    # -- servers
+    def submit(self, first: int, last: int, frontier: bool) -> None:
+        task = _Task(first, last, frontier)
+        if frontier and self.sp >= 2:
+            self.run_on(task, 0)
+            return
+        if frontier:
+            self.frontier_waiting = task
+        else:
+            self.queue.append(task)
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        reserved = 1 if self.sp >= 2 else 0
+        while True:
+            free = [s for s in range(reserved, self.sp) if self.busy[s] is None]
+            if not free:
+                return
+            if self.frontier_waiting is not None:
+                task, self.frontier_waiting = self.frontier_waiting, None
+            elif self.queue:
+                task = self.queue.pop() if self.lifo else self.queue.popleft()
+            else:
+                return
+            self.run_on(task, free[0])
+
+    def run_on(self, queued: _Task, server: int) -> None:
+        task = _Task(queued.first, queued.last, queued.frontier)  # queued ones stay immutable
+        first = self.server_first[server]
+        self.server_first[server] = False
+        task.server = server
+        task.end = self.now + (self.costs.target_first if first else self.costs.target)
+        self.busy[server] = task
+        self.tasks.append(task)
+        self.used = max(self.used, server)
+
+    def preempt(self, task: _Task) -> None:
+        if task.end is not None:
+            self.busy[task.server] = None
+            self.tasks.remove(task)
+        elif task is self.frontier_waiting:
+            self.frontier_waiting = None
+        else:
+            self.queue.remove(task)
+
+    def finish_task(self, task: _Task) -> None:
+        self.busy[task.server] = None
+        self.tasks.remove(task)
+        self.supplied.update(range(max(task.first, self.frontier), task.last + 1))
+        self.commit_ready()
+        self.dispatch()
+
+    # -- committer
+    def commit_ready(self) -> None:
+        moved = False
+        while not self.done and self.frontier in self.supplied:
+            position = self.frontier
+            self.supplied.discard(position)
+            if self.drafts:
+                accepted = self.decide(position)
+                kind: Kind = "accepted" if accepted else "rejected"
+            else:
+                accepted, kind = False, "bonus"
+            self.commits.append((self.now, position, kind, self.used))
+            self.frontier += 1
+            moved = True
+            self.done = self.frontier >= self.n
+            if accepted:
+                self.drafts -= 1
+                continue
+            if self.stop_on_restart:
+                self.stopped = True   # a restart: the state is (tokens left, servers used)
+                return
+            self.invalidate()
+        if not moved:
+            return
+        for task in [t for t in self.tasks if not t.frontier and t.last < self.frontier]:
+            self.preempt(task)                                  # stale
+        while self.queue and self.queue[0].last < self.frontier:
+            self.queue.popleft()      # stale; queued in window order, so a prefix
+        for task in [t for t in self.tasks if t.frontier]:
+            self.preempt(task)                                  # the frontier moved
+        if self.frontier_waiting is not None:
+            self.preempt(self.frontier_waiting)
+        if self.done:
+            self.drafting = None
+            for task in list(self.tasks):
+                self.preempt(task)
+            self.queue.clear()
+            return
+        self.submit(self.frontier, self.frontier, frontier=True)
+
+    def invalidate(self) -> None:
+        self.drafts = 0
+        self.supplied = {p for p in self.supplied if p < self.frontier}
+        self.drafting = None
+        for task in [t for t in self.tasks if not t.frontier]:
+            self.preempt(task)
+        self.queue.clear()
+        self.window_start = self.frontier
+        self.start_drafting()
+
+    # -- event loop
+    def step(self, hold_draft: int | None = None) -> bool:
+        """Process the next instant; with ``hold_draft``, stop before the instant at which the
+        drafter completes that position (returns False then)."""
+        pending: list[_Draft | _Task] = [self.drafting] if self.drafting else []
+        pending += self.tasks
+        self.now = min(e.end for e in pending if e.end is not None)
+        if self.drafting is not None and self.drafting.position == hold_draft \
+                and self.drafting.end == self.now:
+            return False
+        for event in [e for e in pending if e.end == self.now]:
+            if self.done or self.stopped:
+                break
+            if isinstance(event, _Draft):
+                if event is self.drafting:
+                    self.finish_draft(event)
+            elif any(event is t for t in self.tasks):
+                self.finish_task(event)
+        return True
+
+    def start(self) -> None:
+        if not self.done:
+            self.start_drafting()
+            self.submit(0, 0, frontier=True)
+
+    def finish(self) -> list[tuple[int | float, int, Kind, int]]:
+        while not (self.done or self.stopped):
+            self.step()
+        return self.commits
+
+    def run(self) -> list[Commit]:
+        self.start()
+        return [Commit(self.costs.time(t), pos, kind, used)
+                for t, pos, kind, used in self.finish()]
+
+    def clone(self, n: int) -> _Engine:
+        """A copy of this state with budget ``n`` (task objects are never mutated: shared)."""
+        new = object.__new__(_Engine)
+        new.__dict__.update(self.__dict__)
+        new.n = n
+        new.tasks = list(self.tasks)
+        new.queue = deque(self.queue)
+        new.busy = list(self.busy)
+        new.server_first = list(self.server_first)
+        new.supplied = set(self.supplied)
+        new.commits = list(self.commits)
+        return new
+
+
+def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int], bool],
+            stop: bool) -> _Engine:
+    assert p.sp_degree is not None
+    return _Engine(n, p.k, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used, decide,
+                   stop)
+
+
+@dataclass(frozen=True, eq=False)
+class Spine:
+    """The run from a restart in which every draft is accepted, up to the first bonus.
+
+    Position ``i`` (``0 .. len − 1``, counted from the restart) is committed at
+    ``ticks[i] / scale`` with ``used[i]`` verification servers used so far.
+    """
+
+    ticks: NDArray[np.float64] | NDArray[np.int64]
+    used: NDArray[np.int64]
+    complete: bool          # reaches the budget (no bonus)
+    scale: int
+    exact: bool
+
+    @classmethod
+    def of(cls, raw: list[tuple[int | float, int, Kind, int]], costs: _Costs,
+           exact: bool) -> Spine:
+        return cls(np.array([r[0] for r in raw]), np.array([r[3] for r in raw], dtype=np.int64),
+                   not raw or raw[-1][2] != "bonus", costs.scale, exact)
+
+    def __len__(self) -> int:
+        return len(self.ticks)
+
+    @property
+    def times(self) -> NDArray[np.float64]:
+        """Commit times as floats."""
+        times: NDArray[np.float64] = self.ticks / self.scale
+        return times
+
+    @property
+    def commits(self) -> list[Commit]:
+        """The commits, exact when the configuration is."""
+        last = len(self) - 1
+        return [Commit(Fraction(int(t), self.scale) if self.exact else float(t) / self.scale,
+                       i, "bonus" if i == last and not self.complete else "accepted", int(u))
+                for i, (t, u) in enumerate(zip(self.ticks, self.used, strict=True))]
+
+
+def spine(p: SimParams, tokens_left: int, *, fresh: bool = False, used: int = 0) -> Spine:
+    """The spine from a restart with ``tokens_left`` tokens to go (``fresh``: the run's start).
+
+    >>> sp = spine(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2,
+    ...                      model="event", sp_degree=2), 2, fresh=True)
+    >>> [(c.time, c.kind) for c in sp.commits]
+    [(Fraction(1, 1), 'accepted'), (Fraction(3, 2), 'accepted')]
+    """
+    engine = _engine(p, tokens_left, fresh, used, lambda _: True, True)
+    engine.start()
+    return Spine.of(engine.finish(), engine.costs, p.exact)
+
+
+def spines(p: SimParams, max_left: int, *, used: int = 0) -> list[Spine]:
+    """The spines from a restart (not the run's start) for every budget ``1 .. max_left``.
+
+    One run with budget ``max_left + 1`` is advanced to the instant at which the drafter would
+    complete position ``R − 1``; up to that instant nothing depends on the budget (the budget is
+    read only when position ``R − 1`` is drafted), so a copy of that state continued with budget
+    ``R`` is the spine for ``R``. Cost: one run plus the tails after each copy.
+    """
+    base = _engine(p, max_left + 1, False, used, lambda _: True, True)
+    base.start()
+    out: list[Spine] = []
+    for left in range(1, max_left + 1):
+        while not (base.stopped or base.done) and base.step(hold_draft=left - 1):
+            pass
+        # after a bonus, the copy of the stopped base returns base's commits
+        out.append(Spine.of(base.clone(left).finish(), base.costs, p.exact))
+    return out
+
+
+def _unit_mode(p: SimParams) -> bool:
+    """No prefill: the restart state does not depend on the servers used (or on freshness)."""
+    return p.target_first is None and p.drafter_first is None
+
+
+class _SpineTable:
+    """Spines of one configuration by restart state, computed a family at a time."""
+
+    def __init__(self, p: SimParams) -> None:
+        self.p, self.unit = p, _unit_mode(p)
+        self.families: dict[int, list[Spine]] = {}
+        self.start: Spine | None = None
+
+    def get(self, left: int, used: int, fresh: bool) -> Spine:
+        if fresh and not self.unit:
+            assert left == self.p.n_tokens
+            if self.start is None:
+                self.start = spine(self.p, left, fresh=True)
+            return self.start
+        used = 0 if self.unit else used
+        if used not in self.families:
+            self.families[used] = spines(self.p, self.p.n_tokens, used=used)
+        return self.families[used][left - 1]
+
+
+def dsi_event_exact(p: SimParams) -> Num:
+    """Exact ``E[T_DSI]`` of the event model (a ``Fraction`` for rational inputs).
+
+    Dynamic programming over restart states ``(tokens left, servers used)`` (module docstring).
+
+    >>> dsi_event_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2,
+    ...                           model="event", sp_degree=2))
+    Fraction(3, 2)
+    """
+    exact = p.exact
+    a: Num = Fraction(p.a) if exact else float(p.a)
+    unit = _unit_mode(p)
+    table = _SpineTable(p)
+
+    @cache
+    def value(left: int, used: int, fresh: bool) -> Num:
+        if left == 0:
+            return Fraction(0) if exact else 0.0
+        total: Num = Fraction(0) if exact else 0.0
+        commits = table.get(left, used, fresh).commits
+        for cm in commits:
+            i = cm.position
+            nxt = value(left - i - 1, 0 if unit else cm.used, False)
+            if cm.kind == "bonus":
+                return total + a ** i * (cm.time + nxt)
+            total += a ** i * (1 - a) * (cm.time + nxt)
+        return total + a ** left * commits[-1].time
+
+    return value(p.n_tokens, 0, True)
+
+
+def dsi_event_grid(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Exact ``E[T_DSI]`` (floats) of the event model for every ``a`` in ``a_values`` at once
+    (the spines do not depend on ``a``); ``p.a`` is ignored.
+
+    The same dynamic programme as `dsi_event_exact`, solved for tokens left ``1, 2, ..., N``
+    with numpy over the spine and over ``a``.
+    """
+    a = np.asarray(a_values, float)
+    n = p.n_tokens
+    unit = _unit_mode(p)
+    assert p.sp_degree is not None
+    states = 1 if unit else p.sp_degree
+    table = _SpineTable(p)
+    power = a[None, :] ** np.arange(n + 1)[:, None]             # a^i, shape (N + 1, len(a))
+    value = np.zeros((n + 1, states, a.size))
+
+    def solve(left: int, used: int, fresh: bool) -> NDArray[np.float64]:
+        sp = table.get(left, used, fresh)
+        m = len(sp)
+        times = sp.times[:, None]
+        cont = value[left - np.arange(m) - 1, 0 if unit else sp.used]   # (m, len(a))
+        weight = power[:m] * (1 - a[None, :])
+        if sp.complete:
+            tail = power[left] * times[-1]
+        else:
+            weight[-1] = power[m - 1]                           # the bonus: no draw
+            tail = np.zeros(a.size)
+        result: NDArray[np.float64] = (weight * (times + cont)).sum(axis=0) + tail
+        return result
+
+    for left in range(1, n):
+        for used in range(states):
+            value[left, used] = solve(left, used, False)
+    return solve(n, 0, True)
+
+
+def event_run(p: SimParams, rng: np.random.Generator) -> list[Commit]:
+    """One run of the event model with Bernoulli(``a``) acceptances drawn from ``rng`` (one
+    uniform per verified draft, in commit order)."""
+    a = float(p.a)
+    return _engine(p, p.n_tokens, True, 0, lambda _: bool(rng.random() < a), False).run()
+
+
+def simulate_event(p: SimParams, n_repeats: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    """Latencies of ``n_repeats`` runs of the event model, vectorised over runs.
+
+    Each run is a sequence of restarts; from a restart state the exit (first rejection or
+    bonus) is drawn for all runs in that state at once from the spine's exit law. Randomness:
+    per round, one vector of geometric ``G`` draws for the runs still going.
+    """
+    n = p.n_tokens
+    unit = _unit_mode(p)
+    a = float(p.a)
+    table = _SpineTable(p)
+    latency = np.zeros(n_repeats)
+    left = np.full(n_repeats, n, dtype=np.int64)
+    used = np.zeros(n_repeats, dtype=np.int64)
+    fresh = True
+    while True:
+        live = np.flatnonzero(left > 0)
+        if live.size == 0:
+            return latency
+        if a >= 1:
+            g = np.full(live.size, n, dtype=np.int64)
+        elif a <= 0:
+            g = np.zeros(live.size, dtype=np.int64)
+        else:
+            g = rng.geometric(1 - a, size=live.size).astype(np.int64) - 1
+        state = left[live] * (p.sp_degree or 1) + (0 if unit else used[live])
+        for key in np.unique(state):
+            group = state == key
+            idx = live[group]
+            sp = table.get(int(left[idx[0]]), int(used[idx[0]]), fresh)
+            exit_at = np.minimum(g[group], len(sp) - 1)  # a rejection, the bonus, or the end
+            latency[idx] += sp.times[exit_at]
+            left[idx] -= exit_at + 1
+            used[idx] = 0 if unit else sp.used[exit_at]
+        fresh = False
