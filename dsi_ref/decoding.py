@@ -4,22 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
+from functools import partial
 
 from .latency import InvalidParameterError, Latency, Time
 from .models import LanguageModel, Number, Prefix, checked_probs
 from .run import Event, Run
 
-__all__ = ["Recorder", "check_inputs", "model_probs"]
+__all__ = ["Recorder", "check_inputs", "model_probs", "model_reader"]
 
 
 def model_probs(model: LanguageModel, prefix: Prefix) -> tuple[Number, ...]:
     """``model.probs(prefix)``, validated unless the model vouches for its rows (``prevalidated``).
 
-    This is the one place where decoders call a model.
+    This is the one place where decoders call a model (`model_reader` resolves it once per run).
     """
     if getattr(model, "prevalidated", False):
         return model.probs(prefix)  # type: ignore[return-value]
     return checked_probs(model, prefix)
+
+
+def model_reader(model: LanguageModel) -> Callable[[Prefix], tuple[Number, ...]]:
+    """`model_probs` with the validation decision taken once: ``prefix -> row``."""
+    if getattr(model, "prevalidated", False):
+        return model.probs  # type: ignore[return-value]
+    return partial(checked_probs, model)
 
 
 def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,

@@ -173,8 +173,9 @@ class Sampler:
         self.seed = int(seed)
         self.keyed = keyed
         self.scheduler = scheduler
-        self._gen = np.random.default_rng([self.seed, 0])
-        self._sched = np.random.default_rng([self.seed, 1])
+        # numpy generators are made on first use: keyed runs never need the stream
+        self._gen: np.random.Generator | None = None
+        self._sched: np.random.Generator | None = None
         self._buffer: list[float] = []
         self._seed_mix = _mix64(self.seed & _MASK)
 
@@ -186,6 +187,8 @@ class Sampler:
         if key is not None and self.keyed:
             return _keyed_uniform(self._seed_mix, key)
         if not self._buffer:
+            if self._gen is None:
+                self._gen = np.random.default_rng([self.seed, 0])
             self._buffer = self._gen.random(_BUFFER).tolist()
             self._buffer.reverse()
         return self._buffer.pop()
@@ -213,6 +216,8 @@ class Sampler:
         if policy == "last":
             return options[-1]
         if policy == "random":
+            if self._sched is None:
+                self._sched = np.random.default_rng([self.seed, 1])
             return options[int(self._sched.integers(len(options)))]
         if callable(policy):
             index = policy(options, key)

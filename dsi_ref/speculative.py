@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .decoding import Recorder, check_inputs, merge_hint, model_probs
+from .decoding import Recorder, check_inputs, merge_hint, model_reader
 from .latency import InvalidParameterError, Latency
 from .models import LanguageModel, Number
 from .randomness import Randomness
@@ -65,30 +65,35 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
     rule, eos = as_rule(config.verify), target.eos
     rec = Recorder(config.latency, STATS)
     hint = merge_hint(rng)
+    target_probs, drafter_probs = model_reader(target), model_reader(drafter)
     tokens: list[int] = []
     done = False
     while len(tokens) < max_new_tokens and not done:
+        committed = tuple(tokens)
         if hint:
-            hint(rec.state(tokens), entry=rec.stats["iterations"] == 0, committed=tuple(tokens))
+            hint(rec.state(tokens), entry=rec.stats["iterations"] == 0, committed=committed)
         rec.stats["iterations"] += 1
-        start, prefix = len(tokens), prompt + tuple(tokens)
+        start, prefix = len(tokens), prompt + committed
         m = min(config.lookahead, max_new_tokens - start - 1)  # leave room for the bonus token
 
         # 1. draft m tokens autoregressively: x_j ~ q(· | prefix, x_<j)
         drafts: list[int] = []
         draft_rows: list[Sequence[Number]] = []
+        context = committed  # generated tokens before the next draft: committed + drafts
         for j in range(m):
-            row = model_probs(drafter, prefix + tuple(drafts))
+            row = drafter_probs(prompt + context)
             rec.forward("drafter", "draft", (start + j,), rng)
-            rec.stats["drafter_forwards"] += 1
-            drafts.append(rule.draft(row, rng, tuple(tokens) + tuple(drafts)))
+            x = rule.draft(row, rng, context)
+            drafts.append(x)
             draft_rows.append(row)
-            if drafts[-1] == eos:  # nothing is drafted past EOS
+            context += (x,)
+            if x == eos:  # nothing is drafted past EOS
                 break
         rec.stats["drafts"] += len(drafts)
+        rec.stats["drafter_forwards"] += len(drafts)
 
         # 2. one target forward over prefix + drafts: p at each of the len(drafts) + 1 positions
-        target_rows = [model_probs(target, prefix + tuple(drafts[:j]))
+        target_rows = [target_probs(prefix + context[start:start + j])
                        for j in range(len(drafts) + 1)]
         rec.forward("target", "verify" if drafts else "forward",
                     tuple(range(start, start + len(drafts) + 1)), rng)
@@ -97,8 +102,8 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
         # 3. verify left to right; stop at the first rejection (or at EOS)
         rejected = False
         for j, x in enumerate(drafts):
-            decision = rule.decide(target_rows[j], draft_rows[j], x, rng, tuple(tokens))
-            rec.commit((len(tokens),), decision.kind)
+            decision = rule.decide(target_rows[j], draft_rows[j], x, rng, context[:start + j])
+            rec.commit((start + j,), decision.kind)
             tokens.append(decision.token)
             rec.stats["accepted" if decision.accepted else "rejected"] += 1
             rejected = not decision.accepted
@@ -107,7 +112,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
                 break
         # 4. bonus token from p after the last draft, when every draft was accepted
         if not (rejected or done):
-            bonus = rule.decide(target_rows[len(drafts)], None, None, rng, tuple(tokens))
+            bonus = rule.decide(target_rows[len(drafts)], None, None, rng, context)
             rec.commit((len(tokens),), bonus.kind)
             tokens.append(bonus.token)
             rec.stats["bonus"] += 1
