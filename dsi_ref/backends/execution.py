@@ -17,9 +17,10 @@ of (target row, draft row, draft, key) as in the reference decoders.
 
 Differences from the virtual clock, stated (see docs/gpu-backend.md):
 
-* **Preemption granularity.** A preempted task that has not started never starts; a forward
-  already running on a GPU cannot be interrupted, so it runs to its end and its result is dropped
-  (its server accepts the next task only then).
+* **Preemption granularity.** A preempted task that has not started never starts; a running one
+  stops at the next boundary between layer segments (``Engine(segments=...)``; a GPU kernel
+  cannot be interrupted, so the forward is split into CUDA graphs per segment and the server
+  checks between them), so its server takes the next task up to one segment late.
 * **Committer latency.** The committer runs between the drafter's forwards, so a finished task is
   handled at most one drafter forward (``c``) after it finishes.
 * **One GPU.** On one device the servers' streams share the GPU: their forwards overlap only as
@@ -33,6 +34,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -178,15 +180,18 @@ class _Server:
             job = self.inbox.get()
             if job is None:
                 return
-            if job.task.id in self.cancelled:   # preempted before it started: never runs
+            task_id = job.task.id
+            if task_id in self.cancelled:   # preempted before it started: never runs
                 self.outbox.put(("skipped", job.task, None))
                 continue
-            try:
-                rows = self.session.rows(job.tokens, job.count)
+            try:   # preempted while running: stops at the next layer segment
+                rows = self.session.rows_unless(job.tokens, job.count,
+                                                partial(self.cancelled.__contains__, task_id))
             except BaseException as error:
                 self.outbox.put(("error", job.task, error))
                 continue
-            self.outbox.put(("done", job.task, rows))
+            self.outbox.put(("done", job.task, rows) if rows is not None
+                            else ("preempted", job.task, None))
 
 
 class _WallClockDSI(DSIRun):
@@ -312,13 +317,16 @@ class Engine:
         target: the target model.
         drafter: the drafter (needed for SI and DSI).
         graphs: CUDA graphs in every session (default: on CUDA).
+        segments: layer segments per target-server forward: a preempted task's running forward
+            stops at the next segment boundary (1: runs to its end).
     """
 
     def __init__(self, target: TorchLM, drafter: TorchLM | None = None, *,
-                 graphs: bool | None = None) -> None:
+                 graphs: bool | None = None, segments: int = 4) -> None:
         if drafter is not None and drafter.device != target.device:
             raise BackendError(f"target on {target.device} but drafter on {drafter.device}")
         self.target, self.drafter_lm, self.graphs = target, drafter, graphs
+        self.segments = segments
         self.device = target.device
         high = -1 if self.device.type == "cuda" else 0   # the more urgent CUDA stream priority
         self.target_session = target.session(graphs=graphs, priority=high)
@@ -344,7 +352,7 @@ class Engine:
         """
         while len(self._servers) < count:
             index = len(self._servers)
-            session = self.target.session(graphs=self.graphs,
+            session = self.target.session(graphs=self.graphs, segments=self.segments,
                                           priority=0 if index == 0 else self._high)
             self._servers.append(_Server(index, session, self.outbox, self.cancelled))
         return self._servers[:count]

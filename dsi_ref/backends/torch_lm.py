@@ -30,8 +30,9 @@ a default session; it returns float rows (a float64 softmax).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -122,7 +123,7 @@ class ModelConfig:
 
 
 _SHARED = {"shared_rank": 64, "shared_scale": 12.0, "shared_seed": 1234}
-_TINY_SHARED = {"shared_rank": 4, "shared_scale": 2.0, "shared_seed": 7}
+_TINY_SHARED = {"shared_rank": 4, "shared_scale": 4.0, "shared_seed": 7}
 
 #: Built-in configurations. Shapes follow public models: TinyLlama-1.1B, Llama-2-7B, Vicuna-68M.
 PRESETS: dict[str, ModelConfig] = {
@@ -175,7 +176,8 @@ class Transformer(torch.nn.Module):
         d, v, ff, layers = config.d_model, config.vocab_size, config.d_ff, config.n_layers
         gen = torch.Generator(device=device).manual_seed(seed)
 
-        def normal(*shape: int, std: float, generator: torch.Generator = gen) -> torch.nn.Parameter:
+        def normal(*shape: int, std: float, generator: torch.Generator = gen,
+                   dtype: torch.dtype = dtype) -> torch.nn.Parameter:
             t = torch.empty(*shape, device=device, dtype=dtype)
             t.normal_(0.0, std, generator=generator)
             return torch.nn.Parameter(t, requires_grad=False)
@@ -198,11 +200,13 @@ class Transformer(torch.nn.Module):
         self.own_factor = config.own_scale / (0.02 * math.sqrt(d))
         self.shared_u: torch.nn.Parameter | None = None
         self.shared_w: torch.nn.Parameter | None = None
+        self.logit_dtype = torch.float64 if dtype == torch.float64 else torch.float32
         if config.shared_rank:
             shared_gen = torch.Generator(device=device).manual_seed(config.shared_seed)
             r = config.shared_rank
-            self.shared_u = normal(v, r, std=1.0, generator=shared_gen)
-            self.shared_w = normal(v, r, std=1.0 / math.sqrt(r), generator=shared_gen)
+            self.shared_u = normal(v, r, std=1.0, generator=shared_gen, dtype=self.logit_dtype)
+            self.shared_w = normal(v, r, std=1.0 / math.sqrt(r), generator=shared_gen,
+                                   dtype=self.logit_dtype)
         half = config.head_dim // 2
         inv_freq = 1.0 / config.rope_base ** (torch.arange(half, dtype=torch.float64) / half)
         angles = torch.outer(torch.arange(config.max_seq_len + MAX_GRAPH_LENGTH,
@@ -220,16 +224,33 @@ class Transformer(torch.nn.Module):
         return KVCache(torch.zeros(shape, device=self.embed.device, dtype=self.embed.dtype),
                        torch.zeros(shape, device=self.embed.device, dtype=self.embed.dtype))
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor,
-                cache: KVCache) -> torch.Tensor:
-        """Logits [B, L, V] (float32 or the model's float64) for ``tokens`` [B, L] at absolute
-        ``positions`` [L]; writes their keys/values into ``cache`` at those positions."""
+    def segments(self, count: int) -> list[tuple[int, int]]:
+        """``count`` contiguous layer ranges ``[l0, l1)`` covering every layer (fewer when there
+        are fewer layers): the units between which a forward can be preempted."""
+        count = max(1, min(count, self.config.n_layers))
+        bounds = [round(i * self.config.n_layers / count) for i in range(count + 1)]
+        return list(itertools.pairwise(bounds))
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, *,
+                hidden: torch.Tensor | None = None,
+                layers: tuple[int, int] | None = None) -> torch.Tensor:
+        """Logits [B, L, V] (float32, or float64 for a float64 model) for ``tokens`` [B, L] at
+        absolute ``positions`` [L]; writes their keys/values into ``cache`` at those positions.
+
+        With ``layers=(l0, l1)`` only those blocks run: the input is ``hidden`` (the residual
+        stream [B, L, d_model] after block ``l0 - 1``; the embedding when ``l0 == 0``) and the
+        output is the residual stream after block ``l1 - 1``, or the logits when ``l1`` is the
+        last block.
+        """
         c = self.config
         b, length = tokens.shape
-        x = F.embedding(tokens, self.embed)
+        l0, l1 = layers if layers is not None else (0, c.n_layers)
+        x = F.embedding(tokens, self.embed) if l0 == 0 else hidden
+        if x is None:
+            raise BackendError(f"forward from block {l0} needs the hidden state (hidden=)")
         cos, sin = self.cos[positions], self.sin[positions]
         mask = self.key_positions[None, :] <= positions[:, None]            # [L, capacity]
-        for i in range(c.n_layers):
+        for i in range(l0, l1):
             h = _rms_norm(x, self.norm1[i])
             q, k, v = F.linear(h, self.wqkv[i]).view(b, length, 3, c.n_heads, c.head_dim) \
                 .permute(2, 0, 3, 1, 4)                                      # 3 x [B, H, L, D]
@@ -241,29 +262,42 @@ class Transformer(torch.nn.Module):
             x = x + F.linear(attn.transpose(1, 2).reshape(b, length, c.d_model), self.wo[i])
             gate, up = F.linear(_rms_norm(x, self.norm2[i]), self.w13[i]).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, self.w2[i])
-        logits = F.linear(_rms_norm(x, self.norm_out), self.lm_head) * self.own_factor
+        if l1 < c.n_layers:
+            return x
+        logits = F.linear(_rms_norm(x, self.norm_out), self.lm_head).to(self.logit_dtype)
+        logits = logits * self.own_factor
         if self.shared_u is not None and self.shared_w is not None:
+            # in float32 at least: these logits are large (std shared_scale), and bfloat16's
+            # resolution at that size would create ties at the top
             bigram = F.linear(F.embedding(tokens, self.shared_u), self.shared_w)
             logits = logits + c.shared_scale * bigram
-        return logits if logits.dtype == torch.float64 else logits.float()
+        return logits
 
 
 class _Graph:
-    """One captured forward of a fixed query length (static input, position and output buffers)."""
+    """The forward of one fixed query length, captured as CUDA graphs, one per layer segment
+    (static token, position, hidden-state and logit buffers)."""
 
     def __init__(self, model: Transformer, cache: KVCache, length: int,
-                 stream: torch.cuda.Stream, pool: Any) -> None:
+                 stream: torch.cuda.Stream, pool: Any, segments: int) -> None:
         device = model.embed.device
         self.tokens = torch.zeros(1, length, dtype=torch.long, device=device)
         self.positions = torch.arange(length, device=device)
+        bounds = model.segments(segments)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             for _ in range(2):  # warm up kernels (and cuBLAS workspaces) outside the capture
                 model(self.tokens, self.positions, cache)
         stream.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool, stream=stream):
-            self.logits = model(self.tokens, self.positions, cache)
+        self.graphs: list[torch.cuda.CUDAGraph] = []
+        hidden: torch.Tensor | None = None
+        for layers in bounds:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                hidden = model(self.tokens, self.positions, cache, hidden=hidden, layers=layers)
+            self.graphs.append(graph)
+        assert hidden is not None
+        self.logits = hidden
 
 
 class Session:
@@ -272,12 +306,15 @@ class Session:
 
     Args:
         lm: the model.
-        graphs: capture forwards as CUDA graphs (default: on CUDA). Lengths are captured lazily on
-            first use; warm up before timing.
+        graphs: capture forwards as CUDA graphs (default: on CUDA); every power-of-two length up
+            to `MAX_GRAPH_LENGTH` is captured at the first forward, so warm up before timing.
         priority: CUDA stream priority (lower is more urgent; see ``torch.cuda.Stream``).
+        segments: layer segments per forward; a forward can be preempted between segments
+            (`rows_unless`). 1: not preemptible once started.
     """
 
-    def __init__(self, lm: TorchLM, *, graphs: bool | None = None, priority: int = 0) -> None:
+    def __init__(self, lm: TorchLM, *, graphs: bool | None = None, priority: int = 0,
+                 segments: int = 1) -> None:
         self.lm = lm
         self.model = lm.model
         self.cache = self.model.new_cache(1)
@@ -286,11 +323,15 @@ class Session:
         self.graphs = self.cuda if graphs is None else graphs
         if self.graphs and not self.cuda:
             raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
+        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+            raise BackendError(f"segments must be an int >= 1, got {segments!r}")
+        self.segments = self.model.segments(segments)
         self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
             self.model.embed.device, priority=priority) if self.cuda else None
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         self._captured: dict[int, _Graph] = {}
         self.forwards = 0
+        self.preempted = 0
 
     def reset(self) -> None:
         """Forget the cached tokens (the next call recomputes from the start)."""
@@ -303,32 +344,16 @@ class Session:
         Reuses the cached keys/values of the longest common prefix with the previous call (so a
         rejected draft is rolled back by recomputing from where the sequences diverge).
         """
-        with self._on_stream():
-            probs = self.device_rows(context, count)
-            if probs.device.type == "cpu":
-                return probs.numpy()
-            host = probs.to("cpu", non_blocking=True)
-        assert self.stream is not None
-        self.stream.synchronize()
-        return host.numpy()
+        rows = self.rows_unless(context, count, None)
+        assert rows is not None
+        return rows
 
-    def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
-        """This session's stream as the current one (nothing on CPU)."""
-        return torch.cuda.stream(self.stream) if self.stream is not None \
-            else contextlib.nullcontext()
-
-    def device_rows(self, context: Sequence[int], count: int = 1) -> torch.Tensor:
-        """Like `rows`, as a float64 tensor on the model's device, queued on this session's
-        stream and not synchronised: read it on that stream (``with torch.cuda.stream(...)``)
-        or after ``session.stream.synchronize()``."""
-        seq = [self.lm.bos, *context]
-        if not 1 <= count <= len(seq):
-            raise BackendError(f"count must lie in 1..{len(seq)} for a context of length "
-                               f"{len(seq) - 1}, got {count}")
-        if len(seq) > self.model.config.max_seq_len:
-            raise BackendError(f"{self.lm.name}: sequence of {len(seq)} tokens (BOS included) "
-                               f"exceeds max_seq_len={self.model.config.max_seq_len}; build the "
-                               "model with a larger max_seq_len")
+    def rows_unless(self, context: Sequence[int], count: int,
+                    cancelled: Callable[[], bool] | None) -> np.ndarray | None:
+        """`rows`, or ``None`` when ``cancelled()`` turns true before the forward's last layer
+        segment is launched (checked between segments: real preemption of a running forward,
+        at the granularity of ``segments``)."""
+        seq = self._check(context, count)
         if self.graphs and not self._captured:
             self.capture()
         n = 0
@@ -337,14 +362,40 @@ class Session:
             n += 1
         start = min(n, len(seq) - count)            # logits of index j give the row after seq[:j+1]
         with self._on_stream(), torch.inference_mode():
-            logits = self._forward(seq[start:], start)  # [len(seq) - start, V]
+            logits = self._forward(seq[start:], start, cancelled)  # [len(seq) - start, V]
+            if logits is None:
+                self.tokens = seq[:start]     # later blocks never saw the new tokens
+                self.preempted += 1
+                return None
             self.tokens = seq
             self.forwards += 1
-            return torch.softmax(logits[-count:].double(), dim=-1)
+            probs = torch.softmax(logits[-count:].double(), dim=-1)
+            if probs.device.type == "cpu":
+                return probs.numpy()
+            host = probs.to("cpu", non_blocking=True)
+        assert self.stream is not None
+        self.stream.synchronize()
+        return host.numpy()
+
+    def _check(self, context: Sequence[int], count: int) -> list[int]:
+        seq = [self.lm.bos, *context]
+        if not 1 <= count <= len(seq):
+            raise BackendError(f"count must lie in 1..{len(seq)} for a context of length "
+                               f"{len(seq) - 1}, got {count}")
+        if len(seq) > self.model.config.max_seq_len:
+            raise BackendError(f"{self.lm.name}: sequence of {len(seq)} tokens (BOS included) "
+                               f"exceeds max_seq_len={self.model.config.max_seq_len}; build the "
+                               "model with a larger max_seq_len")
+        return seq
+
+    def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
+        """This session's stream as the current one (nothing on CPU)."""
+        return torch.cuda.stream(self.stream) if self.stream is not None \
+            else contextlib.nullcontext()
 
     def capture(self) -> None:
-        """Capture the forward of every power-of-two query length up to `MAX_GRAPH_LENGTH` as a
-        CUDA graph (capturing runs the model, so the cache is invalidated)."""
+        """Capture the forward of every power-of-two query length up to `MAX_GRAPH_LENGTH` as
+        CUDA graphs (capturing runs the model, so the cache is invalidated)."""
         if not self.graphs:
             raise BackendError("this session does not use CUDA graphs")
         assert self.stream is not None
@@ -352,39 +403,56 @@ class Session:
             length = 1
             while length <= MAX_GRAPH_LENGTH:
                 self._captured[length] = _Graph(self.model, self.cache, length, self.stream,
-                                                 self._pool)
+                                                 self._pool, len(self.segments))
                 length *= 2
         self.tokens = []
 
-    def _forward(self, tokens: list[int], start: int) -> torch.Tensor:
-        if not self.graphs:
-            with torch.inference_mode():
-                if self.stream is not None:
-                    with torch.cuda.stream(self.stream):
-                        return self._eager(tokens, start)
-                return self._eager(tokens, start)
+    def _forward(self, tokens: list[int], start: int,
+                 cancelled: Callable[[], bool] | None) -> torch.Tensor | None:
         out: list[torch.Tensor] = []
-        for offset in range(0, len(tokens), MAX_GRAPH_LENGTH):
-            chunk = tokens[offset:offset + MAX_GRAPH_LENGTH]
-            out.append(self._replay(chunk, start + offset))
+        step = MAX_GRAPH_LENGTH if self.graphs else len(tokens)
+        for offset in range(0, len(tokens), step):
+            chunk = tokens[offset:offset + step]
+            logits = self._replay(chunk, start + offset, cancelled) if self.graphs \
+                else self._eager(chunk, start + offset, cancelled)
+            if logits is None:
+                return None
+            out.append(logits)
         return out[0] if len(out) == 1 else torch.cat(out)
 
-    def _eager(self, tokens: list[int], start: int) -> torch.Tensor:
+    def _eager(self, tokens: list[int], start: int,
+               cancelled: Callable[[], bool] | None) -> torch.Tensor | None:
         device = self.model.embed.device
         t = torch.tensor([tokens], dtype=torch.long, device=device)
         positions = torch.arange(start, start + len(tokens), device=device)
-        logits: torch.Tensor = self.model(t, positions, self.cache)[0]
-        return logits
+        hidden: torch.Tensor | None = None
+        for i, layers in enumerate(self.segments):
+            if i and cancelled is not None and cancelled():
+                return None
+            hidden = self.model(t, positions, self.cache, hidden=hidden, layers=layers)
+        assert hidden is not None
+        return hidden[0]
 
-    def _replay(self, tokens: list[int], start: int) -> torch.Tensor:
+    def _replay(self, tokens: list[int], start: int,
+                cancelled: Callable[[], bool] | None) -> torch.Tensor | None:
         length = 1 << (len(tokens) - 1).bit_length()    # pad to a captured power of two
         graph = self._captured[length]
         assert self.stream is not None
         padded = tokens + [0] * (length - len(tokens))   # padding writes past the valid length
+        done: list[torch.cuda.Event] = []
         with torch.cuda.stream(self.stream):
             graph.tokens.copy_(torch.tensor([padded], dtype=torch.long), non_blocking=True)
             graph.positions.copy_(torch.arange(start, start + length), non_blocking=True)
-            graph.graph.replay()
+            for i, segment in enumerate(graph.graphs):
+                if i >= 2:      # keep one segment queued ahead: wait for the one before it
+                    done[i - 2].synchronize()
+                if i and cancelled is not None and cancelled():
+                    return None
+                segment.replay()
+                if len(graph.graphs) > 1:
+                    event = torch.cuda.Event()
+                    event.record(self.stream)
+                    done.append(event)
             logits: torch.Tensor = graph.logits[0, :len(tokens)]
             return logits
 
@@ -444,10 +512,11 @@ class TorchLM:
         """Parameter dtype."""
         return self.model.embed.dtype
 
-    def session(self, *, graphs: bool | None = None, priority: int = 0) -> Session:
-        """A new `Session` (own KV cache) over these weights."""
+    def session(self, *, graphs: bool | None = None, priority: int = 0,
+                segments: int = 1) -> Session:
+        """A new `Session` (own KV cache) over these weights (see `Session` for the options)."""
         return Session(self, graphs=self._graphs if graphs is None else graphs,
-                       priority=priority)
+                       priority=priority, segments=segments)
 
     def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
         """The next-token distribution after ``prefix`` (the `LanguageModel` seam)."""

@@ -115,7 +115,8 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"# dsi-ref bench: {args.target} ({target.config.n_params() / 1e6:.0f}M) / "
           f"{args.drafter} ({drafter.config.n_params() / 1e6:.0f}M), {args.dtype} on {gpu}, "
           f"torch {torch.__version__}; {args.prompts} prompts x {args.new_tokens} new tokens, "
-          f"prompt length {args.prompt_len}, verify={args.verify}", flush=True)
+          f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}",
+          flush=True)
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
     a = pair.acceptance if args.verify == "greedy" else pair.sampling_acceptance
@@ -125,7 +126,7 @@ def _bench(args: argparse.Namespace) -> int:
           f"{pair.sampling_acceptance:.4f} (a used: {a:.4f})", flush=True)
 
     results: list[dict[str, Any]] = []
-    with Engine(target, drafter) as engine:
+    with Engine(target, drafter, segments=args.segments) as engine:
         warm = prompts[0]
         for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
             engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
@@ -216,6 +217,8 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--prompts", type=int, default=5)
     p.add_argument("--prompt-len", type=int, default=64)
     p.add_argument("--verify", default="greedy", choices=("greedy", "rejection", "exact_match"))
+    p.add_argument("--segments", type=int, default=4,
+                   help="layer segments per target-server forward (preemption points; 1: none)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.set_defaults(func=_bench)
