@@ -20,6 +20,7 @@ Acceptance rates:
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -199,11 +200,15 @@ def sampling_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Seq
 def measure_pair(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
                  new_tokens: int, *, seed: int = 0, warmup: int = 2,
                  name: str | None = None) -> PairMeasurement:
-    """Latencies of both models and both acceptance rates: one row of the paper's table."""
+    """Latencies of both models and both acceptance rates: one row of the paper's table.
+
+    The greedy estimate is NaN when the sample has no mismatch (see `greedy_acceptance`)."""
     t = measure_latency(target, prompts, new_tokens, warmup=warmup)
     d = measure_latency(drafter, prompts, new_tokens, warmup=warmup)
-    greedy = greedy_acceptance(target, drafter, prompts, new_tokens)
+    try:
+        greedy = greedy_acceptance(target, drafter, prompts, new_tokens).acceptance
+    except BackendError:   # no ended run (all matched): the estimator is undefined
+        greedy = math.nan
     sampled = sampling_acceptance(target, drafter, prompts, new_tokens, seed)
     return PairMeasurement(name or f"{target.config.name}/{drafter.config.name}", t.ttft_ms,
-                           t.tpot_ms, d.ttft_ms, d.tpot_ms, greedy.acceptance,
-                           sampled.acceptance)
+                           t.tpot_ms, d.ttft_ms, d.tpot_ms, greedy, sampled.acceptance)

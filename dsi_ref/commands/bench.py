@@ -120,6 +120,10 @@ def _bench(args: argparse.Namespace) -> int:
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
     a = pair.acceptance if args.verify == "greedy" else pair.sampling_acceptance
+    if not 0 < a < 1:
+        print(f"measured acceptance {a} is not in (0, 1): the simulator cannot predict; use "
+              "more prompts or tokens, or another --verify", file=sys.stderr)
+        return 1
     print(f"measured: target TTFT {pair.target_ttft_ms:.2f} ms, TPOT {pair.target_tpot_ms:.3f} "
           f"ms; drafter TTFT {pair.drafter_ttft_ms:.2f} ms, TPOT {pair.drafter_tpot_ms:.3f} ms; "
           f"c = {pair.c:.4f}; acceptance greedy {pair.acceptance:.4f}, sampling "
