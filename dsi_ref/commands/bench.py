@@ -63,9 +63,7 @@ def predictions(c: float, a: float, k: int, n_tokens: int, sp_degree: int) -> di
                                f"with sp_degree={sp_degree})"}
         for algorithm in ("nonsi", "si", "dsi"):
             out[algorithm] = float(expected(algorithm, c=c, a=a, k=k, n_tokens=n_tokens,
-                                            model="paper",
-                                            **({"sp_degree": 10**6} if algorithm == "dsi"
-                                               else {})))
+                                            model="paper"))   # unlimited servers
         try:
             out["dsi_event"] = float(expected("dsi", c=c, a=a, k=k, n_tokens=n_tokens,
                                               model="event", sp_degree=sp_degree))
