@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .commands import TOP_SECTIONS, bench
+from .commands import TOP_SECTIONS, bench, heatmap, table
 from .report import SECTIONS, Section, SectionSpec, render_section
 
 __all__ = ["COMMANDS", "main"]
@@ -65,6 +65,8 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
     _add_audit,
     bench.install,
+    heatmap.install,
+    table.install,
 ]
 
 

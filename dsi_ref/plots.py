@@ -1,0 +1,122 @@
+"""Figures of the simulator: heatmap panels, the SP sweep, the table's speedup curves.
+
+matplotlib is the ``[plot]`` extra: it is imported lazily, inside each function, with the
+non-interactive Agg backend. Every function writes one PNG and returns its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .latency import InvalidParameterError
+
+if TYPE_CHECKING:
+    from .sim.grid import Heatmap
+    from .sim.table import TableResult
+
+__all__ = ["PINK", "plot_heatmap", "plot_sp_sweep", "plot_table"]
+
+#: the paper's colour for speedups below 1 (a loss)
+PINK = (248 / 256, 24 / 256, 148 / 256, 1.0)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise InvalidParameterError("plots need matplotlib: pip install 'dsi-ref[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_heatmap(heatmap: Heatmap, path: Path, *, vmax: float = 3.0) -> Path:
+    """The four panels (SI/non-SI, DSI/SI, DSI/non-SI, DSI/baseline) over ``(c, a)``.
+
+    Speedups below 1 (beyond float rounding, `dsi_ref.sim.grid.losing`) are pink; the colour
+    scale runs from 1 to ``vmax`` (values above are clipped to the top colour); cells with
+    no allowed lookahead are left white.
+    """
+    from .sim.grid import PANELS, losing
+
+    plt = _pyplot()
+    cmap = plt.get_cmap("viridis").copy()
+    c = np.array([float(x) for x in heatmap.c])
+    a = np.array([float(x) for x in heatmap.a])
+    fig, axes = plt.subplots(2, 2, figsize=(11, 9), constrained_layout=True)
+    spec = heatmap.spec
+    mesh = None
+    for ax, (name, (title, _, _)) in zip(axes.flat, PANELS.items(), strict=True):
+        values = heatmap.panel(name)
+        shown = np.ma.masked_where(np.isnan(values) | losing(values), values)
+        mesh = ax.pcolormesh(c, a, shown.T, cmap=cmap, vmin=1.0, vmax=vmax, shading="nearest")
+        lost = np.ma.masked_where(~losing(np.nan_to_num(values, nan=2.0)), values)
+        ax.pcolormesh(c, a, lost.T, cmap=plt.matplotlib.colors.ListedColormap([PINK]),
+                      shading="nearest")
+        n_lost = int(losing(np.nan_to_num(values, nan=2.0)).sum())
+        ax.set_title(f"{title}\nmin {np.nanmin(values):.2f}, max {np.nanmax(values):.2f}, "
+                     f"{n_lost} pink cells", fontsize=10)
+        ax.set_xlabel("drafter latency c (target forward = 1)")
+        ax.set_ylabel("acceptance rate a")
+    fig.colorbar(mesh, ax=axes, shrink=0.6, label="speedup (x); pink: < 1")
+    fig.suptitle(f"{spec.model} model, SP = {spec.sp_degree}, N = {spec.n_tokens}, "
+                 f"k = 1..{spec.ndim}, SI lookaheads: {spec.si_lookaheads}")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_sp_sweep(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Event model vs paper model over SP: per SP, the share of cells where DSI is slower than
+    SI / non-SI and the median DSI/SI speedup; ``rows`` are `sp_sweep_rows` dicts."""
+    plt = _pyplot()
+    sp = [r["sp_degree"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for key, label in (("dsi_slower_than_si", "DSI slower than SI"),
+                       ("dsi_slower_than_nonsi", "DSI slower than non-SI"),
+                       ("dsi_slower_than_baseline", "DSI slower than the baseline")):
+        left.plot(sp, [r[key] for r in rows], marker="o", label=label)
+    left.set_xlabel("SP (target servers)")
+    left.set_ylabel("share of (c, a) cells")
+    left.set_title("event model: where DSI loses")
+    left.legend()
+    for key, label in (("median_dsi_vs_si", "median DSI/SI"),
+                       ("max_dsi_vs_baseline", "max DSI/baseline")):
+        right.plot(sp, [r[key] for r in rows], marker="o", label=f"event model, {label}")
+        if f"paper_{key}" in rows[0]:
+            right.axhline(rows[0][f"paper_{key}"], linestyle="--",
+                          color=right.lines[-1].get_color(), label=f"paper model, {label}")
+    right.axhline(1.0, color=PINK, linewidth=1)
+    right.set_xlabel("SP (target servers)")
+    right.set_ylabel("speedup (x)")
+    right.set_title("event model vs the paper model's shortcut")
+    right.legend(fontsize=8)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_table(results: Sequence[TableResult], path: Path) -> Path:
+    """Per table row: DSI/SI speedup against the lookahead, one curve per SP degree."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4.2),
+                             squeeze=False, constrained_layout=True)
+    for ax, result in zip(axes.flat, results, strict=True):
+        for sp in result.sp_degrees:
+            ax.plot(result.lookaheads, [result.speedup("si", k, sp) for k in result.lookaheads],
+                    marker=".", label=f"event model, SP = {sp}")
+        ax.plot(result.lookaheads, [result.paper_speedup("si", k) for k in result.lookaheads],
+                "k--", label="paper model")
+        ax.axhline(1.0, color=PINK, linewidth=1)
+        ax.set_xlabel("lookahead k")
+        ax.set_ylabel("DSI speedup over SI (x), same k")
+        ax.set_title(result.row.name, fontsize=10)
+        ax.legend(fontsize=7)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

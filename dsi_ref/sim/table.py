@@ -1,0 +1,195 @@
+"""The paper's table: DSI vs SI vs non-SI for measured (target, drafter) pairs, in milliseconds.
+
+A row gives TTFT/TPOT latencies (ms) of target and drafter, the acceptance rate and the SP
+degree. Time unit inside: the target's TPOT, so ``c = drafter TPOT / target TPOT``, and a
+model's first forward costs its TTFT (per server in the event model, as in the official online
+simulator and in `dsi_ref.dsi`). Latencies are exact expectations (`expected_latency`), converted
+back to ms. Only the Phi-3-medium / Phi-3-mini / MBPP row of PAPER.md has public inputs; users add
+rows from a TOML (``[[row]]`` tables) or CSV file with the fields of `TableRow`.
+"""
+
+from __future__ import annotations
+
+import csv
+import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..latency import InvalidParameterError
+from . import expected_latency
+
+__all__ = ["PHI3_MBPP", "TableResult", "TableRow", "compute_row", "read_rows"]
+
+
+def _exact(value: object, name: str) -> Fraction:
+    """A measured number as an exact decimal (``100.2`` → ``501/5``): ties stay exact."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Fraction):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+    try:
+        return Fraction(str(value)) if not isinstance(value, Fraction) else value
+    except ValueError:
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One (target, drafter, dataset) row.
+
+    Args:
+        name: a label, e.g. ``"Phi-3-medium / Phi-3-mini, MBPP"``.
+        target_ttft_ms, target_tpot_ms, drafter_ttft_ms, drafter_tpot_ms: latencies (ms, > 0).
+        acceptance_rate: ``a`` in ``[0, 1]``.
+        sp_degree: target servers (``SP >= 1``).
+        lookahead: the lookahead the source reports, if any (marked in the output).
+    """
+
+    name: str
+    target_ttft_ms: Fraction
+    target_tpot_ms: Fraction
+    drafter_ttft_ms: Fraction
+    drafter_tpot_ms: Fraction
+    acceptance_rate: Fraction
+    sp_degree: int = 7
+    lookahead: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name.endswith("_ms") or f.name == "acceptance_rate":
+                value = _exact(getattr(self, f.name), f"{self.name}: {f.name}")
+                object.__setattr__(self, f.name, value)
+                if f.name.endswith("_ms") and not value > 0:
+                    raise InvalidParameterError(f"{self.name}: {f.name} must be > 0 ms")
+        if not 0 <= self.acceptance_rate <= 1:
+            raise InvalidParameterError(f"{self.name}: acceptance_rate must lie in [0, 1]")
+        for name in ("sp_degree", "lookahead"):
+            value = getattr(self, name)
+            if value is None and name == "lookahead":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidParameterError(f"{self.name}: {name} must be an int >= 1")
+
+    @property
+    def units(self) -> dict[str, Fraction]:
+        """``c``, ``target_first``, ``drafter_first`` in units of the target's TPOT."""
+        tpot = self.target_tpot_ms
+        return {"c": self.drafter_tpot_ms / tpot, "target_first": self.target_ttft_ms / tpot,
+                "drafter_first": self.drafter_ttft_ms / tpot}
+
+
+#: The one row of the paper's table whose inputs are public (PAPER.md).
+PHI3_MBPP = TableRow("Phi-3-medium / Phi-3-mini, MBPP", target_ttft_ms=Fraction("180.3"),
+                     target_tpot_ms=Fraction("100.2"), drafter_ttft_ms=Fraction("57.3"),
+                     drafter_tpot_ms=Fraction("3.3"), acceptance_rate=Fraction("0.94"),
+                     sp_degree=7, lookahead=5)
+
+
+def read_rows(path: Path) -> list[TableRow]:
+    """Rows from a TOML file (``[[row]]`` tables) or a CSV file (a header with the field names
+    of `TableRow`; ``sp_degree`` and ``lookahead`` optional)."""
+    if path.suffix == ".toml":
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh).get("row")
+        if not isinstance(raw, list) or not raw:
+            raise InvalidParameterError(f"{path}: expected one or more [[row]] tables")
+        records: list[dict[str, Any]] = raw
+    elif path.suffix == ".csv":
+        with path.open(newline="") as fh:
+            records = [{k: v for k, v in r.items() if v not in ("", None)}
+                       for r in csv.DictReader(fh)]
+    else:
+        raise InvalidParameterError(f"{path}: rows must be a .toml or .csv file")
+    known = {f.name for f in fields(TableRow)}
+    rows = []
+    for i, record in enumerate(records, 1):
+        unknown = set(record) - known
+        missing = {f.name for f in fields(TableRow)
+                   if f.name not in ("sp_degree", "lookahead")} - set(record)
+        if unknown or missing:
+            raise InvalidParameterError(f"{path}: row {i}: unknown fields {sorted(unknown)}, "
+                                        f"missing fields {sorted(missing)}")
+        for name in ("sp_degree", "lookahead"):
+            if name in record:
+                record[name] = int(record[name])
+        rows.append(TableRow(**record))
+    return rows
+
+
+@dataclass
+class TableResult:
+    """Expected latencies (ms) of one row, per lookahead and SP degree."""
+
+    row: TableRow
+    n_tokens: int
+    lookaheads: list[int]
+    sp_degrees: list[int]
+    nonsi_ms: float
+    si_ms: dict[int, float] = field(default_factory=dict)
+    dsi_ms: dict[tuple[int, int], float] = field(default_factory=dict)   # event model
+    paper_dsi_ms: dict[int, float] = field(default_factory=dict)
+
+    def speedup(self, over: str, k: int, sp: int) -> float:
+        """Event-model DSI speedup over ``"si"`` (same ``k``) or ``"nonsi"``."""
+        base = self.si_ms[k] if over == "si" else self.nonsi_ms
+        return base / self.dsi_ms[(k, sp)]
+
+    def paper_speedup(self, over: str, k: int) -> float:
+        """Paper-model DSI speedup over ``"si"`` (same ``k``) or ``"nonsi"``."""
+        base = self.si_ms[k] if over == "si" else self.nonsi_ms
+        return base / self.paper_dsi_ms[k]
+
+    def best(self, sp: int) -> dict[str, float | int]:
+        """Each algorithm at its own best lookahead, event model with ``sp`` servers."""
+        k_si = min(self.lookaheads, key=lambda k: self.si_ms[k])
+        k_dsi = min(self.lookaheads, key=lambda k: self.dsi_ms[(k, sp)])
+        return {"si_k": k_si, "dsi_k": k_dsi,
+                "dsi_vs_si": self.si_ms[k_si] / self.dsi_ms[(k_dsi, sp)],
+                "dsi_vs_nonsi": self.nonsi_ms / self.dsi_ms[(k_dsi, sp)]}
+
+    def csv_rows(self) -> Iterator[list[object]]:
+        """One CSV row per (lookahead, SP)."""
+        for k in self.lookaheads:
+            for sp in self.sp_degrees:
+                yield [self.row.name, self.n_tokens, k, sp, self.nonsi_ms, self.si_ms[k],
+                       self.dsi_ms[(k, sp)], self.paper_dsi_ms[k], self.speedup("si", k, sp),
+                       self.speedup("nonsi", k, sp), self.paper_speedup("si", k)]
+
+    CSV_HEADER = ("row", "n_tokens", "lookahead", "sp_degree", "nonsi_ms", "si_ms",
+                  "dsi_event_ms", "dsi_paper_ms", "dsi_vs_si", "dsi_vs_nonsi",
+                  "paper_dsi_vs_si")
+
+
+def _event_ms(args: tuple[dict[str, Any], int, int, float]) -> float:
+    common, k, sp, tpot = args
+    return tpot * float(expected_latency("dsi", k=k, model="event", sp_degree=sp, **common))
+
+
+def compute_row(row: TableRow, *, n_tokens: int, lookaheads: Sequence[int],
+                sp_degrees: Sequence[int], jobs: int = 1,
+                progress: Callable[[Iterator[Any], int], Iterator[Any]] | None = None
+                ) -> TableResult:
+    """Exact expected latencies (ms) of non-SI, SI, paper-model DSI and event-model DSI
+    (the event model in ``jobs`` processes, one task per (lookahead, SP))."""
+    u, a, tpot = row.units, row.acceptance_rate, float(row.target_tpot_ms)
+    common: dict[str, Any] = {"c": u["c"], "a": a, "n_tokens": n_tokens,
+                              "target_first": u["target_first"],
+                              "drafter_first": u["drafter_first"]}
+    result = TableResult(row, n_tokens, list(lookaheads), list(sp_degrees),
+                         nonsi_ms=tpot * float(expected_latency("nonsi", k=None, **common)))
+    pairs = [(k, sp) for k in lookaheads for sp in sp_degrees]
+    for k in lookaheads:
+        result.si_ms[k] = tpot * float(expected_latency("si", k=k, **common))
+        result.paper_dsi_ms[k] = tpot * float(expected_latency("dsi", k=k, **common))
+    tasks = [(common, k, sp, tpot) for k, sp in pairs]
+    with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
+        values: Iterator[float] = (pool.map(_event_ms, tasks) if pool is not None
+                                   else map(_event_ms, tasks))
+        if progress is not None:
+            values = progress(values, len(tasks))
+        for pair, value in zip(pairs, values, strict=True):
+            result.dsi_ms[pair] = value
+    return result
