@@ -179,3 +179,23 @@ def test_exact_expectation_is_a_fraction_for_rational_values() -> None:
 def test_total_variation_of_exact_laws() -> None:
     assert dr.total_variation({0: F(1)}, {1: F(1)}) == 1
     assert dr.total_variation({0: F(1, 2), 1: F(1, 2)}, {0: F(1, 4), 1: F(3, 4)}) == F(1, 4)
+
+
+@given(st.data())
+def test_merge_points_and_keys_do_not_change_a_decoders_law(data: st.DataObject) -> None:
+    """The DP shortcut (merging paths at equal states) and keyed draws are optimisations and a
+    coupling: the law computed with them equals the plain path enumeration's."""
+    from dsi_ref.strategies import lookaheads, model_pairs
+
+    target, drafter = data.draw(model_pairs(max_vocab=2))
+    k = data.draw(lookaheads(2))
+    decoder = data.draw(st.sampled_from(["speculative", "dsi"]))
+
+    def program(rng: dr.Randomness) -> tuple[int, ...]:
+        if decoder == "speculative":
+            return dr.speculative(target, drafter, (), 3, rng, k).tokens
+        return dr.dsi(target, drafter, (), 3, rng, lookahead=k, sp_degree=2).tokens
+
+    merged = dr.exact_distribution(program)
+    assert merged == dr.exact_distribution(program, merge=False)
+    assert merged == dr.exact_distribution(program, keyed=False, scheduler="first")
