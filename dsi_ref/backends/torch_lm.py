@@ -417,7 +417,8 @@ class Session:
                 else self._eager(chunk, start + offset, cancelled)
             if logits is None:
                 return None
-            out.append(logits)
+            # a graph's output buffer is overwritten by its next replay: copy all but the last
+            out.append(logits if offset + step >= len(tokens) else logits.clone())
         return out[0] if len(out) == 1 else torch.cat(out)
 
     def _eager(self, tokens: list[int], start: int,
