@@ -182,16 +182,18 @@ class _Server:
                 return
             task_id = job.task.id
             if task_id in self.cancelled:   # preempted before it started: never runs
-                self.outbox.put(("skipped", job.task, None))
+                self.outbox.put(("skipped", job.task, None, 0.0))
                 continue
+            began = time.perf_counter()
             try:   # preempted while running: stops at the next layer segment
                 rows = self.session.rows_unless(job.tokens, job.count,
                                                 partial(self.cancelled.__contains__, task_id))
             except BaseException as error:
-                self.outbox.put(("error", job.task, error))
+                self.outbox.put(("error", job.task, error, 0.0))
                 continue
-            self.outbox.put(("done", job.task, rows) if rows is not None
-                            else ("preempted", job.task, None))
+            seconds = time.perf_counter() - began
+            self.outbox.put(("done", job.task, rows, seconds) if rows is not None
+                            else ("preempted", job.task, None, seconds))
 
 
 class _WallClockDSI(DSIRun):
@@ -212,6 +214,8 @@ class _WallClockDSI(DSIRun):
         self.drafter_seconds = 0.0
         self.wait_seconds = 0.0
         self.events = 0
+        self.forward_seconds = 0.0      # completed (not preempted) target forwards
+        self.forwards_completed = 0
         self.now = 0.0
 
     # the drafter: mark the position to draft; the event loop runs the forward
@@ -266,11 +270,14 @@ class _WallClockDSI(DSIRun):
                     item = self.outbox.get_nowait()
             except queue.Empty:
                 return
-            status, task, payload = item
+            status, task, payload, seconds = item
             self.in_flight -= 1
             if status == "error":
                 raise payload
             self.now = self.clock()
+            if status == "done":
+                self.forward_seconds += seconds
+                self.forwards_completed += 1
             if status == "done" and task in self.tasks and not self.done:
                 self.events += 1
                 self.finish_rows(task, payload)
@@ -295,14 +302,18 @@ class _WallClockDSI(DSIRun):
             self.finish_draft(d)
         latency = self.now
         while self.in_flight:        # let preempted forwards end before the next run
-            status, _, payload = self.outbox.get()
+            status, _, payload, _ = self.outbox.get()
             self.in_flight -= 1
             if status == "error":
                 raise payload
         stats = dict(self.stats)
         overhead = max(0.0, latency - self.drafter_seconds - self.wait_seconds)
         stats.update(events=self.events, orchestration_us=round(overhead * 1e6),
-                     drafter_us=round(self.drafter_seconds * 1e6))
+                     drafter_us=round(self.drafter_seconds * 1e6),
+                     target_forward_us=round(self.forward_seconds * 1e6
+                                             / max(1, self.forwards_completed)),
+                     drafter_forward_us=round(self.drafter_seconds * 1e6   # one per draft
+                                              / max(1, self.stats["drafts"])))
         return Run(tuple(self.committed), latency, tuple(self.trace), stats)
 
 
@@ -463,7 +474,10 @@ class Engine:
 
         ``Run.time`` is wall-clock seconds (the last commit); ``Run.stats`` adds ``events``
         (drafts and task results handled), ``orchestration_us`` (the committer thread's time
-        outside drafter forwards and waits) and ``drafter_us``.
+        outside drafter forwards and waits), ``drafter_us``, and the mean wall-clock time of a
+        completed target-server forward and of a drafter forward *during the run*
+        (``target_forward_us``, ``drafter_forward_us``: under the contention of the other
+        servers, which is what one GPU shared by all servers costs).
         """
         config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)

@@ -155,6 +155,7 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
     times: dict[str, list[float]] = {"nonsi": [], "si": [], "dsi": []}
     tokens: dict[str, int] = dict.fromkeys(times, 0)
     overhead_us: list[float] = []
+    forward_us: dict[str, list[float]] = {"target": [], "drafter": []}
     greedy = args.verify == "greedy"
     for i, prompt in enumerate(prompts):   # interleaved, so that drift hits all three alike
         seed = args.seed + i
@@ -169,6 +170,8 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
             tokens[name] += len(run.tokens)
         dsi_stats = runs["dsi"].stats
         overhead_us.append(dsi_stats["orchestration_us"] / max(1, dsi_stats["events"]))
+        forward_us["target"].append(dsi_stats["target_forward_us"])
+        forward_us["drafter"].append(dsi_stats["drafter_forward_us"])
     per_token = {n: 1e3 * sum(times[n]) / tokens[n] for n in times}       # ms per token
     predicted = predictions(c, a, k, args.new_tokens, sp)
     measured_speedup = {"dsi/si": per_token["si"] / per_token["dsi"],
@@ -193,13 +196,25 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
     for name in ("dsi_event/si", "dsi_event/nonsi"):
         if name in predicted_speedup:
             print(f"  {name:16s} predicted (event model, SP={sp}) {predicted_speedup[name]:.3f}x")
+    # the same prediction with the forward times DSI's own runs saw (servers sharing one GPU)
+    contended_target_ms = statistics.fmean(forward_us["target"]) / 1e3
+    contended_c = statistics.fmean(forward_us["drafter"]) / 1e3 / contended_target_ms
+    contended = predictions(contended_c, a, k, args.new_tokens, sp)
+    contended_ms = contended.get("dsi_event", contended["dsi"]) / args.new_tokens \
+        * contended_target_ms
+    print(f"  during DSI: target forward {contended_target_ms:.3f} ms (alone {tpot_ms:.3f}), "
+          f"drafter forward {contended_c * contended_target_ms:.3f} ms (c = {contended_c:.3f}); "
+          f"DSI predicted with these {contended_ms:.3f} ms/token, measured/that "
+          f"{per_token['dsi'] / contended_ms:.3f} (time ratio)")
     print(f"  DSI orchestration overhead: {statistics.fmean(overhead_us):.1f} us/event "
           f"(committer thread time outside drafter forwards and waits)", flush=True)
     return {"lookahead": k, "sp_degree": sp, "ms_per_token": per_token,
             "times_s": times, "measured_speedup": measured_speedup,
             "predicted": predicted, "predicted_speedup": predicted_speedup,
             "orchestration_us_per_event": statistics.fmean(overhead_us),
-            "paper_required_sp": required}
+            "paper_required_sp": required,
+            "dsi_contended": {"target_forward_ms": contended_target_ms, "c": contended_c,
+                              "predicted_ms_per_token": contended_ms}}
 
 
 def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
