@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "DTYPES",
     "PRESETS",
     "BackendError",
     "KVCache",
@@ -49,6 +50,8 @@ __all__ = [
     "TorchLM",
     "Transformer",
     "build_pair",
+    "describe_device",
+    "resolve_device",
 ]
 
 #: Captured CUDA-graph query lengths are powers of two up to this (longer inputs are chunked).
@@ -458,6 +461,25 @@ class Session:
             return logits
 
 
+#: dtype names accepted wherever a dtype is (the CLI's ``--dtype``).
+DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16,
+                                  "fp32": torch.float32, "fp64": torch.float64}
+
+
+def resolve_device(device: str) -> str:
+    """``"auto"`` → ``"cuda"`` when available, else ``"cpu"``; other names pass through."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def describe_device(device: str) -> str:
+    """The device's name and the torch version, for reports."""
+    name = torch.cuda.get_device_name(torch.device(device)) \
+        if torch.device(device).type == "cuda" else "cpu"
+    return f"{name}, torch {torch.__version__}"
+
+
 class TorchLM:
     """A `dsi_ref.LanguageModel` backed by a `Transformer` (float rows, a float64 softmax).
 
@@ -465,17 +487,22 @@ class TorchLM:
         config: a `ModelConfig` or the name of a preset (`PRESETS`).
         seed: seed of the model's own weights.
         device: ``"cpu"`` or ``"cuda"`` (or a `torch.device`).
-        dtype: parameter dtype; float64 on CPU makes rows reproducible to ~1e-16, bfloat16 is the
-            paper's setting on GPU.
+        dtype: parameter dtype (or a name in `DTYPES`); float64 on CPU makes rows reproducible
+            to ~1e-16, bfloat16 is the paper's setting on GPU.
         eos: end-of-sequence id, or ``None``.
+        max_seq_len: override the config's ``max_seq_len``.
         bos: the token prepended to every sequence (so the empty prefix has a distribution).
         graphs: CUDA graphs in the default session (default: on CUDA).
     """
 
     def __init__(self, config: ModelConfig | str, *, seed: int = 0,
-                 device: str | torch.device = "cpu", dtype: torch.dtype = torch.float64,
+                 device: str | torch.device = "cpu", dtype: torch.dtype | str = torch.float64,
                  eos: int | None = None, bos: int = 0, graphs: bool | None = None,
                  max_seq_len: int | None = None) -> None:
+        if isinstance(dtype, str):
+            if dtype not in DTYPES:
+                raise BackendError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+            dtype = DTYPES[dtype]
         if isinstance(config, str):
             if config not in PRESETS:
                 raise BackendError(f"unknown model preset {config!r}; known: "
@@ -527,7 +554,7 @@ class TorchLM:
 
 
 def build_pair(target: str | ModelConfig = "tiny-target", drafter: str | ModelConfig =
-               "tiny-drafter", *, device: str = "cpu", dtype: torch.dtype = torch.float64,
+               "tiny-drafter", *, device: str = "cpu", dtype: torch.dtype | str = torch.float64,
                seed: int = 0, eos: int | None = None,
                max_seq_len: int | None = None) -> tuple[TorchLM, TorchLM]:
     """A target and a drafter (different own weights, the shared head of their configs)."""

@@ -88,31 +88,26 @@ def _csv_ints(text: str) -> list[int]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    import torch
-
     from ..backends.execution import Engine
     from ..backends.measure import measure_pair, random_prompts
-    from ..backends.torch_lm import PRESETS, TorchLM
+    from ..backends.torch_lm import PRESETS, TorchLM, describe_device, resolve_device
     from ..randomness import Sampler
 
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64}[args.dtype]
+    device = resolve_device(args.device)
     for name in (args.target, args.drafter):
         if name not in PRESETS:
             print(f"unknown preset {name!r}; known: {', '.join(PRESETS)}", file=sys.stderr)
             return 2
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
-    target = TorchLM(args.target, seed=args.seed, device=device, dtype=dtype,
+    target = TorchLM(args.target, seed=args.seed, device=device, dtype=args.dtype,
                      max_seq_len=max_seq)
-    drafter = TorchLM(args.drafter, seed=args.seed + 1, device=device, dtype=dtype,
+    drafter = TorchLM(args.drafter, seed=args.seed + 1, device=device, dtype=args.dtype,
                       max_seq_len=max_seq)
     prompts = random_prompts(target.vocab_size, args.prompts, args.prompt_len, args.seed)
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    where = describe_device(device)
     print(f"# dsi-ref bench: {args.target} ({target.config.n_params() / 1e6:.0f}M) / "
-          f"{args.drafter} ({drafter.config.n_params() / 1e6:.0f}M), {args.dtype} on {gpu}, "
-          f"torch {torch.__version__}; {args.prompts} prompts x {args.new_tokens} new tokens, "
+          f"{args.drafter} ({drafter.config.n_params() / 1e6:.0f}M), {args.dtype} on {where}; "
+          f"{args.prompts} prompts x {args.new_tokens} new tokens, "
           f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}",
           flush=True)
 
@@ -141,8 +136,8 @@ def _bench(args: argparse.Namespace) -> int:
                                            pair.c, a))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"pair": pair.as_row(), "device": gpu, "dtype": args.dtype,
-                       "torch": torch.__version__, "new_tokens": args.new_tokens,
+            json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
+                       "new_tokens": args.new_tokens,
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0
@@ -227,7 +222,7 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--target", default="llama-1b", help="target preset (default llama-1b)")
     p.add_argument("--drafter", default="llama-68m", help="drafter preset (default llama-68m)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp32", "fp64"))
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32", "fp64"))
     p.add_argument("--lookahead", type=_csv_ints, default=[5], help="comma-separated, e.g. 3,5")
     p.add_argument("--sp-degree", type=_csv_ints, default=[4], help="comma-separated, e.g. 2,4")
     p.add_argument("--new-tokens", type=int, default=128)
