@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .sim.grid import Heatmap
     from .sim.table import TableResult
 
-__all__ = ["PINK", "plot_heatmap", "plot_sp_sweep", "plot_table"]
+__all__ = ["PINK", "plot_heatmap", "plot_model_comparison", "plot_sp_sweep", "plot_table"]
 
 #: the paper's colour for speedups below 1 (a loss)
 PINK = (248 / 256, 24 / 256, 148 / 256, 1.0)
@@ -66,6 +66,43 @@ def plot_heatmap(heatmap: Heatmap, path: Path, *, vmax: float = 3.0) -> Path:
     fig.colorbar(mesh, ax=axes, shrink=0.6, label="speedup (x); pink: < 1")
     fig.suptitle(f"{spec.model} model, SP = {spec.sp_degree}, N = {spec.n_tokens}, "
                  f"k = 1..{spec.ndim}, SI lookaheads: {spec.si_lookaheads}")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def plot_model_comparison(paper: Heatmap, event: Heatmap, path: Path) -> Path:
+    """Where the paper model's shortcut misstates DSI: per ``(c, a)`` cell, the ratio
+    ``paper-model best DSI latency / event-model best DSI latency`` (> 1: the paper model
+    understates DSI, < 1: it overstates it), and the event model's DSI/baseline speedup."""
+    from .sim.grid import losing
+
+    plt = _pyplot()
+    c = np.array([float(x) for x in event.c])
+    a = np.array([float(x) for x in event.a])
+    ratio = paper.best["dsi"] / event.best["dsi"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+    bound = max(1.05, float(np.nanmax(np.abs(np.log(ratio)))))
+    mesh = left.pcolormesh(c, a, np.log(ratio).T, cmap="coolwarm", vmin=-bound, vmax=bound,
+                           shading="nearest")
+    ticks = np.linspace(-bound, bound, 5)
+    bar = fig.colorbar(mesh, ax=left, ticks=ticks)
+    bar.ax.set_yticklabels([f"{np.exp(t):.2f}" for t in ticks])
+    left.set_title(f"paper-model DSI / event-model DSI latency (SP = {event.spec.sp_degree})\n"
+                   f"red: the paper model understates DSI; blue: it overstates it; "
+                   f"range {np.nanmin(ratio):.2f}..{np.nanmax(ratio):.2f}", fontsize=9)
+    speedup = event.panel("dsi_vs_baseline")
+    shown = np.ma.masked_where(losing(np.nan_to_num(speedup, nan=2.0)), speedup)
+    mesh2 = right.pcolormesh(c, a, shown.T, cmap="viridis", vmin=1, vmax=3, shading="nearest")
+    lost = np.ma.masked_where(~losing(np.nan_to_num(speedup, nan=2.0)), speedup)
+    right.pcolormesh(c, a, lost.T, cmap=plt.matplotlib.colors.ListedColormap([PINK]),
+                     shading="nearest")
+    fig.colorbar(mesh2, ax=right, label="speedup (x); pink: < 1")
+    right.set_title(f"event model: DSI over the baseline (SP = {event.spec.sp_degree})",
+                    fontsize=9)
+    for ax in (left, right):
+        ax.set_xlabel("drafter latency c")
+        ax.set_ylabel("acceptance rate a")
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

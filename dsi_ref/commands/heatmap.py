@@ -8,9 +8,11 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from tqdm import tqdm
 
 from ..sim.grid import HeatmapSpec, compute_heatmap, render_summary, summarize, write_outputs
@@ -72,6 +74,21 @@ def _run(args: argparse.Namespace) -> int:
             from ..plots import plot_heatmap
 
             paths["png"] = plot_heatmap(heatmap, out / f"heatmap_{spec.label}.png")
+        if args.model == "event":
+            paper_map = compute_heatmap(replace(spec, model="paper"))
+            ratio = paper_map.best["dsi"] / heatmap.best["dsi"]
+            line = (f"  paper-model / event-model DSI latency (best k each): min "
+                    f"{np.nanmin(ratio):.3f}, median {np.nanmedian(ratio):.3f}, max "
+                    f"{np.nanmax(ratio):.3f} (> 1: the paper model understates DSI); "
+                    f"{int(np.isnan(ratio).sum())} cells where the paper model allows no k")
+            print(line)
+            with (out / f"heatmap_{spec.label}_summary.txt").open("a") as fh:
+                fh.write(line + "\n")
+            if not args.no_plot:
+                from ..plots import plot_model_comparison
+
+                paths["vs_paper"] = plot_model_comparison(
+                    paper_map, heatmap, out / f"heatmap_{spec.label}_vs_paper.png")
         print("  wrote " + ", ".join(str(p) for p in paths.values()))
     if args.model == "event" and len(args.sp_degree) > 1:
         reference = HeatmapSpec(ndim=args.ndim, n_tokens=n_tokens, sp_degree=7, model="paper",
