@@ -116,12 +116,14 @@ def plot_sp_sweep(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for key, label in (("dsi_slower_than_si", "DSI slower than SI"),
                        ("dsi_slower_than_nonsi", "DSI slower than non-SI"),
-                       ("dsi_slower_than_baseline", "DSI slower than the baseline")):
+                       ("dsi_slower_than_baseline", "DSI slower than the baseline"),
+                       ("dsi_slower_than_si_same_k",
+                        "DSI slower than SI at the same k (share of (c, a, k))")):
         left.plot(sp, [r[key] for r in rows], marker="o", label=label)
     left.set_xlabel("SP (target servers)")
-    left.set_ylabel("share of (c, a) cells")
+    left.set_ylabel("share of (c, a) cells, best k each")
     left.set_title("event model: where DSI loses")
-    left.legend()
+    left.legend(fontsize=8)
     for key, label in (("median_dsi_vs_si", "median DSI/SI"),
                        ("max_dsi_vs_baseline", "max DSI/baseline")):
         right.plot(sp, [r[key] for r in rows], marker="o", label=f"event model, {label}")

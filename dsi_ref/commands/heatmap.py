@@ -41,6 +41,8 @@ def sp_sweep_rows(summaries: list[dict[str, Any]],
                "dsi_slower_than_si": panels["dsi_vs_si"]["cells_below_1"] / cells,
                "dsi_slower_than_nonsi": panels["dsi_vs_nonsi"]["cells_below_1"] / cells,
                "dsi_slower_than_baseline": panels["dsi_vs_baseline"]["cells_below_1"] / cells,
+               "dsi_slower_than_si_same_k": s["per_lookahead"]["dsi_slower_than_si_same_k"]
+               / s["per_lookahead"]["configurations"],
                "median_dsi_vs_si": panels["dsi_vs_si"]["median"],
                "min_dsi_vs_si": panels["dsi_vs_si"]["min"],
                "max_dsi_vs_baseline": panels["dsi_vs_baseline"]["max"]}

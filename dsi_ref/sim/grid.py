@@ -214,6 +214,14 @@ def summarize(heatmap: Heatmap) -> dict[str, Any]:
             "cells_below_1": len(lost), "cells_without_value": int(np.isnan(values).sum()),
             "below_1": [[float(heatmap.c[i]), float(heatmap.a[j]), float(values[i, j])]
                         for i, j in lost][:50]}
+    # the same comparison configuration by configuration (each (c, a, k), DSI allowed)
+    allowed = ~np.isnan(heatmap.dsi)
+    per_k = heatmap.si[allowed] / heatmap.dsi[allowed]
+    out["per_lookahead"] = {
+        "configurations": int(allowed.sum()),
+        "dsi_slower_than_si_same_k": int(losing(per_k).sum()),
+        "dsi_slower_than_nonsi": int(losing(heatmap.spec.n_tokens / heatmap.dsi[allowed]).sum()),
+        "min_dsi_vs_si_same_k": float(per_k.min())}
     best = heatmap.panel("dsi_vs_baseline")
     i, j = np.unravel_index(int(np.nanargmax(best)), best.shape)
     out["largest_dsi_vs_baseline"] = {"speedup": float(best[i, j]), "c": float(heatmap.c[i]),
@@ -231,6 +239,11 @@ def render_summary(summary: dict[str, Any]) -> str:
     for name, p in summary["panels"].items():
         lines.append(f"  {name:16s} min {p['min']:.3f}  median {p['median']:.3f}  "
                      f"max {p['max']:.3f}  cells < 1: {p['cells_below_1']}")
+    per_k = summary["per_lookahead"]
+    lines.append(f"  per (c, a, k): DSI slower than SI at the same k in "
+                 f"{per_k['dsi_slower_than_si_same_k']} of {per_k['configurations']} "
+                 f"configurations (min DSI/SI {per_k['min_dsi_vs_si_same_k']:.3f}), slower than "
+                 f"non-SI in {per_k['dsi_slower_than_nonsi']}")
     big = summary["largest_dsi_vs_baseline"]
     lines.append(f"  largest DSI/baseline speedup {big['speedup']:.3f} at c={big['c']:.2f}, "
                  f"a={big['a']:.2f} (DSI k={big['dsi_k']})")
