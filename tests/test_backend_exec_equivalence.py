@@ -1,0 +1,171 @@
+"""Real execution commits what the reference decoders commit, on the same probabilities.
+
+The reference decoders run on the `TorchLM`s through `LanguageModel.probs`; the engine runs the
+same models through cached, batched forwards (and, for DSI, target-server threads). Both use
+``Sampler(seed)`` with keyed draws, so a decision is a function of (rows, draft, key).
+
+Tolerance: float64 rows from a cached forward and from a fresh one differ by ~1e-16 (a different
+reduction order). A token could differ only if a keyed uniform fell within ~1e-16 of a CDF
+boundary: about 1e-13 per draw, so these equalities are exact in practice.
+
+Which DSI runs must match which reference:
+
+* ``exact_match`` and ``greedy``: a committed token does not depend on whether its position had
+  a draft (``y ~ p`` keyed on the position, or ``argmax p``), so real DSI's tokens equal
+  non-SI's and the reference DSI's *whatever the schedule*.
+* ``rejection``: a position with a draft and one without draw differently (residual vs bonus),
+  so the tokens depend on which positions got a bonus, i.e. on timing. Checked two ways: every
+  committed token equals the reference rule's decision given the run's own schedule; and when
+  that schedule equals the virtual-clock reference's, the tokens are equal.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dsi_ref as dr  # noqa: E402
+from dsi_ref.backends.execution import Engine  # noqa: E402
+from dsi_ref.backends.torch_lm import BackendError, TorchLM, build_pair  # noqa: E402
+from dsi_ref.run import decision_kinds  # noqa: E402
+from dsi_ref.verification import as_rule  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+PROMPT = (1, 2, 3)
+N = 16
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[TorchLM, TorchLM]:
+    return build_pair()
+
+
+@pytest.fixture(scope="module")
+def engine(pair: tuple[TorchLM, TorchLM]) -> Engine:
+    with Engine(*pair) as eng:
+        yield eng  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_engine_autoregressive_commits_the_reference_tokens(
+        pair: tuple[TorchLM, TorchLM], engine: Engine, greedy: bool) -> None:
+    target, _ = pair
+    for seed in range(4):
+        ref = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed), greedy=greedy)
+        real = engine.autoregressive(PROMPT, N, dr.Sampler(seed), greedy=greedy)
+        assert real.tokens == ref.tokens
+        assert real.time > 0
+
+
+@pytest.mark.parametrize("verify", dr.VERIFY_RULES)
+@pytest.mark.parametrize("lookahead", [1, 3])
+def test_engine_speculative_commits_the_reference_tokens_and_counts(
+        pair: tuple[TorchLM, TorchLM], engine: Engine, verify: str, lookahead: int) -> None:
+    target, drafter = pair
+    for seed in range(3):
+        ref = dr.speculative(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=lookahead,
+                             verify=verify)  # type: ignore[arg-type]
+        real = engine.speculative(PROMPT, N, dr.Sampler(seed), lookahead=lookahead,
+                                  verify=verify)  # type: ignore[arg-type]
+        assert real.tokens == ref.tokens
+        assert dict(real.stats) == dict(ref.stats)
+        assert decision_kinds(real) == decision_kinds(ref)
+
+
+@pytest.mark.parametrize("verify", ["exact_match", "greedy"])
+@pytest.mark.parametrize("sp_degree", [1, 2, 4])
+def test_engine_dsi_commits_the_schedule_free_reference_tokens(
+        pair: tuple[TorchLM, TorchLM], engine: Engine, verify: str, sp_degree: int) -> None:
+    target, drafter = pair
+    for seed in range(3):
+        expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed),
+                                     greedy=verify == "greedy").tokens
+        ref = dr.dsi(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=2,
+                     sp_degree=sp_degree, verify=verify)  # type: ignore[arg-type]
+        real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=sp_degree,
+                          verify=verify)  # type: ignore[arg-type]
+        assert ref.tokens == expected
+        assert real.tokens == expected
+
+
+def _replay(target: TorchLM, drafter: TorchLM, run: dr.Run, seed: int) -> list[int]:
+    """Each committed position decided again by the reference rule, on the run's schedule: a
+    position committed as a bonus gets ``bonus``; one with a draft gets the keyed draft, then
+    the rule's decision."""
+    rule = as_rule("rejection")
+    kinds = decision_kinds(run)
+    tokens: list[int] = []
+    for position, kind in enumerate(kinds):
+        context = tuple(tokens)
+        p = target.probs(PROMPT + context)
+        if kind == "bonus":
+            tokens.append(rule.decide(p, None, None, dr.Sampler(seed), context).token)
+            continue
+        q = drafter.probs(PROMPT + context)
+        draft = rule.draft(q, dr.Sampler(seed), context)
+        decision = rule.decide(p, q, draft, dr.Sampler(seed), context)
+        assert decision.kind == kind, (position, kind, decision)
+        tokens.append(decision.token)
+    return tokens
+
+
+@pytest.mark.parametrize("sp_degree", [1, 2, 3])
+def test_engine_dsi_rejection_commits_the_reference_rules_decisions(
+        pair: tuple[TorchLM, TorchLM], engine: Engine, sp_degree: int) -> None:
+    target, drafter = pair
+    same_schedule = 0
+    kinds_seen: set[str] = set()
+    for seed in range(6):
+        real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=sp_degree)
+        assert len(real.tokens) == N
+        assert list(real.tokens) == _replay(target, drafter, real, seed)
+        kinds_seen.update(decision_kinds(real))
+        ref = dr.dsi(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=3,
+                     sp_degree=sp_degree)
+        if decision_kinds(ref) == decision_kinds(real):
+            same_schedule += 1
+            assert real.tokens == ref.tokens
+    assert {"accepted", "rejected"} <= kinds_seen
+    assert same_schedule >= 1   # the equality above was exercised
+
+
+def test_engine_dsi_preempts_stale_work_and_reports_its_timings(engine: Engine) -> None:
+    run = engine.dsi(PROMPT, 24, dr.Sampler(0), lookahead=3, sp_degree=3)
+    stats = run.stats
+    assert stats["preempted_tasks"] > 0 and stats["frontier_tasks"] > 0
+    assert stats["events"] >= stats["drafts"]
+    assert stats["target_forward_us"] > 0 and stats["drafter_forward_us"] > 0
+    assert stats["max_busy_servers"] <= 3
+    commits = [e for e in run.trace if e.kind == "commit"]
+    assert [e.positions[0] for e in commits] == list(range(24))
+    assert all(a.start <= b.start for a, b in zip(commits, commits[1:]))
+    assert run.time == pytest.approx(commits[-1].start, abs=1e-3)
+
+
+def test_engine_dsi_stops_at_eos_like_the_reference() -> None:
+    target, drafter = build_pair(eos=7)
+    with Engine(target, drafter) as engine:
+        stopped = 0
+        for seed in range(6):
+            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
+            for verify in ("exact_match", "greedy"):
+                if verify == "greedy":
+                    expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed),
+                                                 greedy=True).tokens
+                real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=2,
+                                  verify=verify)
+                assert real.tokens == expected
+                stopped += expected[-1] == 7 and len(expected) < N
+        assert stopped >= 1
+
+
+def test_engine_needs_a_drafter_for_si_and_dsi(pair: tuple[TorchLM, TorchLM]) -> None:
+    target, _ = pair
+    with Engine(target) as engine, pytest.raises(BackendError, match="no drafter"):
+        engine.speculative(PROMPT, 4, dr.Sampler(0))
+    with pytest.raises(dr.InvalidParameterError, match="sp_degree"):
+        Engine(*pair).dsi(PROMPT, 4, dr.Sampler(0), sp_degree=0)
+    with pytest.raises(dr.InvalidParameterError, match="max_new_tokens"):
+        Engine(*pair).speculative(PROMPT, -1, dr.Sampler(0))
