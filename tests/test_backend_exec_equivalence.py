@@ -21,6 +21,8 @@ Which DSI runs must match which reference:
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -140,7 +142,7 @@ def test_engine_dsi_preempts_stale_work_and_reports_its_timings(engine: Engine) 
     assert stats["max_busy_servers"] <= 3
     commits = [e for e in run.trace if e.kind == "commit"]
     assert [e.positions[0] for e in commits] == list(range(24))
-    assert all(a.start <= b.start for a, b in zip(commits, commits[1:]))
+    assert all(a.start <= b.start for a, b in itertools.pairwise(commits))
     assert run.time == pytest.approx(commits[-1].start, abs=1e-3)
 
 

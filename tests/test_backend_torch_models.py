@@ -7,6 +7,8 @@ orders, so they agree to ~1e-16, not bit for bit: comparisons use 1e-12.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -91,7 +93,7 @@ def test_segments_partition_the_layers() -> None:
     for count in range(1, 8):
         bounds = model.segments(count)
         assert bounds[0][0] == 0 and bounds[-1][1] == 5
-        assert all(a[1] == b[0] and a[0] < a[1] for a, b in zip(bounds, bounds[1:]))
+        assert all(a[1] == b[0] and a[0] < a[1] for a, b in itertools.pairwise(bounds))
         assert len(bounds) == min(count, 5)
 
 
