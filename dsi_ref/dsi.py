@@ -269,12 +269,16 @@ class DSIRun:
         self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
                                 task.start if task.start is not None else self.now, self.now,
                                 tuple(range(task.first, task.last + 1)), task.label))
-        for position in range(max(task.first, self.frontier), task.last + 1):
-            # p(. | committed + drafts before `position`): the task's context is still valid
-            self.supplied[position] = model_probs(self.target,
-                                                  self.prompt + task.context[:position])
+        self.supplied.update(self.target_rows(task))
         self.commit_ready(task)
         self.dispatch()
+
+    def target_rows(self, task: _Task) -> dict[int, tuple[Number, ...]]:
+        """What a finished task supplies: ``p(. | committed + drafts before j)`` at each position
+        ``j`` of the task not yet decided (the task's context is still valid: a task built on a
+        rejected draft was preempted). The one place where a target forward's output is read."""
+        return {position: model_probs(self.target, self.prompt + task.context[:position])
+                for position in range(max(task.first, self.frontier), task.last + 1)}
 
     # -- committer -----------------------------------------------------------------------------
     def commit_ready(self, source: _Task) -> None:

@@ -116,6 +116,17 @@ class _SharedUniform(RejectionSampling):
         return bool(p >= q or rng.bernoulli(p / q, key=("draft", len(context), context)))
 
 
+class _ReseededEachStep(RejectionSampling):
+    name = "rng-reseeded-each-step"
+
+    def accept(self, target_probs: Sequence[Number], draft_probs: Sequence[Number], draft: int,
+               rng: Randomness, context: tuple[int, ...]) -> bool:
+        p, q = target_probs[draft], draft_probs[draft]
+        # BUG: the generator is re-seeded with the same seed before every acceptance test, so
+        # every position reuses one uniform (the acceptance coins are perfectly correlated)
+        return bool(p >= q or rng.bernoulli(p / q, key=("accept",)))
+
+
 class _TemperatureInAcceptOnly(RejectionSampling):
     name = "processor-one-side"
 
@@ -219,11 +230,28 @@ class _StaleRowsAfterRejection(DSIRun):
         self.supplied = kept  # BUG: p computed on the rejected draft stays available
 
 
-class _NoPreemptOnBonus(DSIRun):
-    def invalidate(self, why: str) -> None:
-        if why.startswith("bonus"):
-            return  # BUG: the draft in flight for the decided position is kept as the next one
-        super().invalidate(why)
+class _FrontierResultMisrouted(DSIRun):
+    def preempt(self, task: _Task, why: str) -> None:
+        if why == "frontier moved":
+            return  # BUG: the stale frontier forward is left running ...
+        super().preempt(task, why)
+
+    def target_rows(self, task: _Task) -> dict[int, tuple[Number, ...]]:
+        if task.frontier and task.first < self.frontier:
+            # ... and its p, computed for an earlier frontier, is routed to the current one: the
+            # response is matched by server, not by the position it was requested for
+            return {self.frontier: model_probs(self.target,
+                                               self.prompt + task.context[:task.first])}
+        return super().target_rows(task)
+
+
+class _LogitsOffByOne(DSIRun):
+    def target_rows(self, task: _Task) -> dict[int, tuple[Number, ...]]:
+        # BUG: the row for position j > first is read at index j - 1 of the task's logits (the
+        # classic `logits[:, -k:]` vs `logits[:, -k-1:-1]` slip): p(. | context[:j-1]) is used
+        return {position: model_probs(self.target, self.prompt
+                                      + task.context[:position - (position > task.first)])
+                for position in range(max(task.first, self.frontier), task.last + 1)}
 
 
 def _dsi_variant(cls: type[DSIRun]) -> Callable[..., Run]:
@@ -285,6 +313,8 @@ def _mutants() -> dict[str, Mutant]:
          _with_rule(_AcceptRatioInverted()), "speculative"),
         ("shared-uniform", "the acceptance coin reuses the draft's uniform",
          _with_rule(_SharedUniform()), "speculative"),
+        ("rng-reseeded-each-step", "the RNG is re-seeded before every acceptance test: one "
+         "uniform shared by all positions", _with_rule(_ReseededEachStep()), "speculative"),
         ("processor-one-side", "a logits processor (temperature) applied to p in the accept "
          "test only", _with_rule(_TemperatureInAcceptOnly()), "speculative"),
         ("accept-wrong-side-at-ties", "u <= p/q instead of u < p/q with a coarse uniform",
@@ -301,8 +331,11 @@ def _mutants() -> dict[str, Mutant]:
          _dsi_variant(_CommitsPreempted), "dsi"),
         ("dsi-stale-rows", "DSI keeps p computed on a rejected draft after the rejection",
          _dsi_variant(_StaleRowsAfterRejection), "dsi"),
-        ("dsi-no-preempt-on-bonus", "DSI keeps the in-flight draft after a bonus token",
-         _dsi_variant(_NoPreemptOnBonus), "dsi"),
+        ("dsi-frontier-result-misrouted", "DSI leaves a stale frontier forward running and "
+         "uses its p at the current frontier (response matched by server, not by position)",
+         _dsi_variant(_FrontierResultMisrouted), "dsi"),
+        ("dsi-logits-off-by-one", "DSI reads a verification task's p for position j from the "
+         "logits of position j - 1", _dsi_variant(_LogitsOffByOne), "dsi"),
         ("race-independent", "races a target-only thread and SI with independent randomness, "
          "keeps whichever finishes first", _race, "dsi"),
     ]
