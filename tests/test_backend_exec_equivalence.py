@@ -171,3 +171,26 @@ def test_engine_needs_a_drafter_for_si_and_dsi(pair: tuple[TorchLM, TorchLM]) ->
         Engine(*pair).dsi(PROMPT, 4, dr.Sampler(0), sp_degree=0)
     with pytest.raises(dr.InvalidParameterError, match="max_new_tokens"):
         Engine(*pair).speculative(PROMPT, -1, dr.Sampler(0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("verify", ["exact_match", "greedy"])
+def test_engine_on_cuda_dsi_commits_the_non_si_tokens(verify: str) -> None:
+    """On a GPU (float64 weights, CUDA graphs, one stream per server), DSI commits non-SI's
+    tokens under the schedule-free rules, and SI the reference SI's."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    target, drafter = build_pair(device="cuda", dtype="fp64", max_seq_len=64)
+    with Engine(target, drafter) as engine:
+        for seed in range(3):
+            greedy = verify == "greedy"
+            expected = engine.autoregressive(PROMPT, N, dr.Sampler(seed), greedy=greedy).tokens
+            for sp_degree in (1, 3):
+                real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=sp_degree,
+                                  verify=verify)  # type: ignore[arg-type]
+                assert real.tokens == expected
+            si = engine.speculative(PROMPT, N, dr.Sampler(seed), lookahead=3,
+                                    verify=verify)  # type: ignore[arg-type]
+            ref = dr.speculative(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=3,
+                                 verify=verify)  # type: ignore[arg-type]
+            assert si.tokens == ref.tokens == expected

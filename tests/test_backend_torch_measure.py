@@ -1,0 +1,148 @@
+"""The paper's measurements on torch models (TTFT/TPOT, the two acceptance estimators), the
+benchmark's prediction helper, and ``dsi-ref bench`` end to end on tiny CPU models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import dsi_ref as dr  # noqa: E402
+from dsi_ref.backends.measure import (  # noqa: E402
+    greedy_acceptance,
+    measure_latency,
+    measure_pair,
+    random_prompts,
+    sampling_acceptance,
+)
+from dsi_ref.backends.torch_lm import BackendError, TorchLM, build_pair  # noqa: E402
+from dsi_ref.cli import main  # noqa: E402
+from dsi_ref.commands.bench import paper_model_per_token  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[TorchLM, TorchLM]:
+    return build_pair(seed=5)
+
+
+def test_random_prompts_are_seeded_and_avoid_the_bos_token() -> None:
+    prompts = random_prompts(11, 3, 5, seed=1)
+    assert prompts == random_prompts(11, 3, 5, seed=1)
+    assert all(len(p) == 5 and min(p) >= 1 and max(p) < 11 for p in prompts)
+    with pytest.raises(BackendError, match="count >= 1"):
+        random_prompts(11, 0, 5, seed=1)
+
+
+def test_measure_latency_reports_positive_times_per_prompt(pair: tuple[TorchLM, TorchLM]) -> None:
+    stats = measure_latency(pair[0], random_prompts(11, 2, 4, 0), new_tokens=4, warmup=1)
+    assert stats.prompts == 2 and stats.new_tokens == 4
+    assert stats.ttft_ms > 0 and stats.tpot_ms > 0
+    assert stats.ttft_std_ms >= 0 and stats.tpot_std_ms >= 0
+    with pytest.raises(BackendError, match="new_tokens must be >= 2"):
+        measure_latency(pair[0], [(1,)], new_tokens=1)
+
+
+def _greedy_by_hand(target: TorchLM, drafter: TorchLM, prompt: tuple[int, ...],
+                    n: int) -> list[bool]:
+    """Match indicators of the paper's protocol, one `probs` call at a time."""
+    tokens: list[int] = []
+    matches = []
+    for _ in range(n):
+        y = int(np.argmax(target.probs(prompt + tuple(tokens))))
+        matches.append(int(np.argmax(drafter.probs(prompt + tuple(tokens)))) == y)
+        tokens.append(y)
+    return matches
+
+
+def test_greedy_acceptance_is_the_moment_estimator_of_ended_match_runs() -> None:
+    target, drafter = build_pair(seed=2)
+    prompts = random_prompts(11, 4, 3, seed=3)
+    estimate = greedy_acceptance(target, drafter, prompts, new_tokens=20)
+    matches = mismatches = 0
+    for prompt in prompts:
+        run = 0
+        for hit in _greedy_by_hand(target, drafter, prompt, 20):
+            run, matches, mismatches = (run + 1, matches, mismatches) if hit \
+                else (0, matches + run, mismatches + 1)
+    assert (estimate.matches, estimate.mismatches, estimate.positions) == (matches, mismatches,
+                                                                             80)
+    mean_run = matches / mismatches
+    assert estimate.acceptance == pytest.approx(1 - 1 / (1 + mean_run), rel=1e-12)
+    assert estimate.mean_run_length == pytest.approx(mean_run, rel=1e-12)
+
+
+def test_greedy_acceptance_refuses_a_sample_without_a_mismatch() -> None:
+    target = TorchLM("tiny-target", seed=1)
+    twin = TorchLM("tiny-target", seed=1)        # the drafter is the target: every token matches
+    with pytest.raises(BackendError, match="no mismatch"):
+        greedy_acceptance(target, twin, random_prompts(11, 2, 3, 0), new_tokens=6)
+
+
+def test_sampling_acceptance_averages_the_overlap_on_target_samples(
+        pair: tuple[TorchLM, TorchLM]) -> None:
+    target, drafter = pair
+    prompts = random_prompts(11, 2, 3, seed=4)
+    estimate = sampling_acceptance(target, drafter, prompts, new_tokens=6, seed=9)
+    overlaps = []
+    for i, prompt in enumerate(prompts):
+        sample = dr.autoregressive(target, prompt, 6, dr.Sampler(9 + i)).tokens
+        for j in range(len(sample)):
+            context = prompt + sample[:j]
+            overlaps.append(sum(min(p, q) for p, q in zip(target.probs(context),
+                                                          drafter.probs(context), strict=True)))
+    assert estimate.positions == len(overlaps)
+    assert estimate.acceptance == pytest.approx(float(np.mean(overlaps)), abs=1e-12)
+    assert 0 < estimate.acceptance < 1
+
+
+def test_measure_pair_gives_a_table_row(pair: tuple[TorchLM, TorchLM]) -> None:
+    row = measure_pair(*pair, random_prompts(11, 2, 3, 0), new_tokens=8, warmup=1)
+    assert row.c == pytest.approx(row.drafter_tpot_ms / row.target_tpot_ms)
+    fields = row.as_row()
+    assert set(fields) == {"name", "target_ttft_ms", "target_tpot_ms", "drafter_ttft_ms",
+                           "drafter_tpot_ms", "acceptance", "sampling_acceptance"}
+    assert 0 < fields["sampling_acceptance"] < 1  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("c", "a", "k"), [(0.1, 0.5, 2), (0.05, 0.9, 5), (0.3, 0.2, 1)])
+def test_paper_model_per_token_matches_the_core_simulator_at_large_n(
+        c: float, a: float, k: int) -> None:
+    expected = getattr(dr, "expected_latency", None)
+    if expected is None:
+        pytest.skip("dsi_ref.expected_latency not available")
+    per_token = paper_model_per_token(c, a, k)
+    n = 4000
+    for algorithm in ("si", "dsi"):
+        finite = float(expected(algorithm, c=c, a=a, k=k, n_tokens=n, model="paper")) / n
+        # the finite-N value differs from the renewal limit by an end effect of O(k / N)
+        assert finite == pytest.approx(per_token[algorithm], abs=2 * (k + 1) / n)
+    assert per_token["dsi"] <= min(1.0, per_token["si"]) + 1e-12
+
+
+def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
+                 "cpu", "--dtype", "fp64", "--new-tokens", "8", "--prompts", "2",
+                 "--prompt-len", "3", "--lookahead", "2", "--sp-degree", "2",
+                 "--verify", "rejection", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "dsi/si" in text and "orchestration overhead" in text
+    data = json.loads(out.read_text())
+    (result,) = data["results"]
+    assert result["lookahead"] == 2 and result["sp_degree"] == 2
+    assert all(t > 0 for times in result["times_s"].values() for t in times)
+    assert set(result["measured_speedup"]) == {"dsi/si", "dsi/nonsi", "si/nonsi"}
+    assert result["dsi_contended"]["target_forward_ms"] > 0
+
+
+def test_bench_rejects_an_unknown_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--target", "gpt-9", "--device", "cpu"]) == 2
+    assert "unknown preset" in capsys.readouterr().err
