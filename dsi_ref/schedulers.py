@@ -14,7 +14,10 @@ from weakest to strongest adversary (DESIGN.md):
   token before it is delivered): DSI samples drafts when their forward starts
   (``sample_drafts_at="start"``) and the checker quantifies as for ``adaptive``.
 
-`check_scheduler_class` returns a `ClassVerdict`: lossless, or the minimal witness.
+`check_scheduler_class` returns a `ClassVerdict`: lossless, or the shortest witness;
+`minimal_witness` also minimises the budget (the smallest ``max_new_tokens`` that is lossy), and
+`DSI_CLAIMS` states, per verification rule, the classes DSI is claimed lossless under (the audit's
+``schedulers`` section checks the claim both ways; docs/dsi-walkthrough.md explains it).
 """
 
 from __future__ import annotations
@@ -22,18 +25,35 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from .audit import LosslessReport, compare_laws, target_distribution
 from .dsi import dsi
 from .exact import ScheduleDependenceError, Witness, exact_distribution
+from .latency import InvalidParameterError, Latency
 from .models import LanguageModel
+from .verification import VERIFY_RULES, VerifyRule, as_rule
 
-__all__ = ["SCHEDULER_CLASSES", "ClassVerdict", "SchedulerClass", "check_scheduler_class"]
+__all__ = ["DSI_CLAIMS", "SCHEDULER_CLASSES", "ClassVerdict", "SchedulerClass",
+           "check_scheduler_class", "default_random_latency", "minimal_witness", "witness_summary"]
 
 SchedulerClass = Literal["oblivious", "random", "adaptive", "content-aware"]
 SCHEDULER_CLASSES: tuple[SchedulerClass, ...] = ("oblivious", "random", "adaptive",
                                                  "content-aware")
+
+#: The classes DSI is lossless under, per verification rule. A content-aware scheduler sees a
+#: draft before it is delivered and can decide whether its position is verified against the draft
+#: or gets a bonus token from p; rejection sampling's output depends on the draft (it is biased
+#: towards it), so steering by content changes the law. Exact match commits ``y ~ p`` drawn
+#: independently of the draft (and keyed like the bonus), greedy commits ``argmax p``: the draft
+#: does not influence the committed token, so no scheduler can.
+DSI_CLAIMS: dict[VerifyRule, frozenset[SchedulerClass]] = {
+    "rejection": frozenset({"oblivious", "random", "adaptive"}),
+    "exact_match": frozenset(SCHEDULER_CLASSES),
+    "greedy": frozenset(SCHEDULER_CLASSES),
+}
+assert set(DSI_CLAIMS) == set(VERIFY_RULES)
 
 
 @dataclass(frozen=True)
@@ -48,6 +68,7 @@ class ClassVerdict:
         witness: for a schedule-dependent decoder, the shortest path to a scheduler choice
             whose options lead to different laws.
         seconds: time the check took.
+        max_new_tokens: the budget the verdict is about.
     """
 
     scheduler_class: SchedulerClass
@@ -55,6 +76,7 @@ class ClassVerdict:
     reports: tuple[LosslessReport, ...]
     witness: Witness | None
     seconds: float
+    max_new_tokens: int | None = None
 
     def __str__(self) -> str:
         if self.witness is not None:
@@ -70,11 +92,20 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
     """Check ``decoder`` (default `dsi`) exactly against every scheduler of ``scheduler_class``.
 
     ``decoder_kwargs`` go to the decoder (``lookahead``, ``sp_degree``, ``latency``, ``verify``,
-    ``queue``). For ``random``, pass a ``latency`` with distributions.
+    ``queue``). For ``random``, pass a ``latency`` with distributions. The reference is the
+    target's greedy sequence when ``greedy`` or when the rule is greedy.
+
+    Raises:
+        InvalidParameterError: unknown class, or ``random`` with constant latencies.
     """
     if scheduler_class not in SCHEDULER_CLASSES:
-        raise ValueError(f"scheduler_class must be one of {SCHEDULER_CLASSES}, got "
-                         f"{scheduler_class!r}")
+        raise InvalidParameterError(f"scheduler_class must be one of {SCHEDULER_CLASSES}, got "
+                                    f"{scheduler_class!r}")
+    latency = decoder_kwargs.get("latency")
+    if scheduler_class == "random" and (latency is None or latency.is_constant):
+        raise InvalidParameterError("the 'random' scheduler class draws latencies: pass a "
+                                    "latency=Latency(...) with at least one {value: prob} cost")
+    greedy = greedy or as_rule(decoder_kwargs.get("verify", "rejection")).greedy
     kwargs = dict(decoder_kwargs)
     if scheduler_class == "content-aware":
         kwargs["sample_drafts_at"] = "start"
@@ -88,12 +119,50 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
         reports = tuple(compare_laws(exact_distribution(program, scheduler=policy), reference)
                         for policy in ("first", "last"))
         return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,
-                            time.perf_counter() - start)
+                            time.perf_counter() - start, max_new_tokens)
     try:
         law = exact_distribution(program, witness="shortest")
     except ScheduleDependenceError as error:
         return ClassVerdict(scheduler_class, False, (), error.witness,
-                            time.perf_counter() - start)
+                            time.perf_counter() - start, max_new_tokens)
     report = compare_laws(law, reference)
     return ClassVerdict(scheduler_class, report.equal, (report,), None,
-                        time.perf_counter() - start)
+                        time.perf_counter() - start, max_new_tokens)
+
+
+def minimal_witness(scheduler_class: SchedulerClass, target: LanguageModel,
+                    drafter: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
+                    **kwargs: Any) -> ClassVerdict:
+    """`check_scheduler_class` at budgets ``1, 2, ..., max_new_tokens``: the verdict at the
+    smallest lossy budget (its witness is the shortest path there), else the last verdict.
+
+    The minimal witness is the one to read: fewest tokens, fewest choices before the scheduler's
+    decision that changes the law.
+    """
+    if max_new_tokens < 1:
+        raise InvalidParameterError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    verdict: ClassVerdict | None = None
+    for budget in range(1, max_new_tokens + 1):
+        verdict = check_scheduler_class(scheduler_class, target, drafter, prompt, budget,
+                                        **kwargs)
+        if not verdict.lossless:
+            return verdict
+    assert verdict is not None
+    return verdict
+
+
+def witness_summary(witness: Witness) -> str:
+    """One line: the choices before the scheduler's decision, its two options, the outcome whose
+    probability they change most."""
+    path = "; ".join(str(step) for step in witness.path) or "(start)"
+    worst, pa, pb = witness.discrepancy
+    return (f"after [{path}] the scheduler picks {witness.options[0]} or {witness.options[1]}: "
+            f"P{worst} = {pa} vs {pb}")
+
+
+def default_random_latency(latency: Latency) -> Latency:
+    """``latency`` with the target's cost made random: 1 or 2 with probability 1/2 each (the
+    drafter keeps its cost), for the ``random`` class."""
+    return Latency(drafter=latency.drafter, target={Fraction(1): Fraction(1, 2),
+                                                    Fraction(2): Fraction(1, 2)},
+                   drafter_first=latency.drafter_first)
