@@ -261,13 +261,15 @@ class AssistedSampler:
 
     Calls ``target.generate(input_ids, assistant_model=drafter, do_sample=True, ...)`` after
     ``torch.manual_seed(seed)``, with ``[BOS] + prompt`` as input, and returns the new tokens
-    (``drafter=None``: plain HF sampling, the control). The assistant's settings left at ``None``
-    keep HF's defaults (20 assistant tokens, schedule ``"constant"``, confidence threshold 0.4 in
-    transformers 5); ``num_assistant_tokens``, ``schedule`` (``"constant"``, ``"heuristic"``) and
-    ``confidence_threshold`` override them.
+    (``drafter=None``: plain HF sampling, the control). Any HF causal LMs with a
+    ``bos_token_id`` in their config work (a `ToyCausalLM`, a random-weight Llama). The
+    assistant's settings left at ``None`` keep HF's defaults (20 assistant tokens, schedule
+    ``"constant"``, confidence threshold 0.4 in transformers 5); ``num_assistant_tokens``,
+    ``schedule`` (``"constant"``, ``"heuristic"``) and ``confidence_threshold`` override them.
     """
 
-    def __init__(self, target: ToyCausalLM, drafter: ToyCausalLM | None, prompt: Sequence[int],
+    def __init__(self, target: PreTrainedModel, drafter: PreTrainedModel | None,
+                 prompt: Sequence[int],
                  max_new_tokens: int, *, num_assistant_tokens: int | None = None,
                  schedule: str | None = None, confidence_threshold: float | None = None,
                  processing: Processing | None = None,
@@ -304,5 +306,5 @@ class AssistedSampler:
         """The tokens generated after the prompt, with torch's global RNG seeded by ``seed``."""
         torch.manual_seed(seed)
         with torch.no_grad():
-            out = self.target.generate(self.input_ids, **self.kwargs)  # type: ignore[misc]
+            out = self.target.generate(self.input_ids, **self.kwargs)  # type: ignore[operator]
         return tuple(int(t) for t in out[0, self.input_ids.shape[1]:])

@@ -1,0 +1,116 @@
+"""Statistical audit of Hugging Face ``transformers`` assisted generation, of our own decoders
+through the torch adapter, and the zoo as negative controls through the same harness.
+
+The verdict is for the installed ``transformers`` version (printed in every failure message).
+Error rates (docs/statistical-policy.md): each "lossless" assertion has false-alarm rate
+``POLICY_ALPHA`` = 1e-8 (a finite-sample bound); each "flagged" assertion has miss probability
+<= ``POLICY_MISS`` = 1e-9 against the mutant's exact law (noncentral chi-square, twice the needed
+sample). The fast variants run by default; the longer ones are ``slow``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import dsi_ref as dr  # noqa: E402
+from dsi_ref.backends.hf import AssistedSampler, HFLanguageModel, Processing  # noqa: E402
+from dsi_ref.backends.hf_audit import (  # noqa: E402
+    HFAuditConfig,
+    audit_hf_assisted,
+    audit_own_decoders,
+    negative_controls,
+    single_thread,
+)
+from dsi_ref.statistical import POLICY_ALPHA, POLICY_MISS, Alternative, statistical_audit  # noqa: E402
+from dsi_ref.suite import default_suite  # noqa: E402
+from dsi_ref.zoo import MUTANTS  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.statistical]
+VERSION = f"transformers {transformers.__version__}, torch {torch.__version__}"
+
+
+def _assert_lossless(report: dr.statistical.StatisticalReport, what: str) -> None:
+    assert report.alpha <= POLICY_ALPHA
+    assert report.power >= report.required_power
+    assert report.verdict == "lossless", f"{what} ({VERSION}):\n{report}"
+
+
+def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
+    # Fast variant: HF's default assistant settings, vocabulary 4, 3 new tokens,
+    # power >= 0.99 against every law at TV >= 0.1.
+    config = HFAuditConfig()
+    report = audit_hf_assisted(config)
+    assert report.alternative == "every law at TV >= 0.1"
+    _assert_lossless(report, "HF assisted generation (default assistant settings)")
+
+
+def test_hf_plain_sampling_control_is_lossless_at_stated_power() -> None:
+    report = audit_hf_assisted(HFAuditConfig(epsilon=0.2), drafter=False)
+    _assert_lossless(report, "HF plain sampling")
+
+
+def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -> None:
+    pair = default_suite()[1]
+    reports = audit_own_decoders(dr.suite.ModelPair(pair.name, pair.target, pair.drafter, (), 3),
+                                 epsilon=0.1)
+    assert set(reports) == {"autoregressive", "speculative", "dsi"}
+    for name, report in reports.items():
+        _assert_lossless(report, f"{name} through the torch adapter")
+
+
+@pytest.mark.parametrize("via", ["sampler", "torch"])
+@pytest.mark.parametrize("mutant", list(MUTANTS))
+def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via: str) -> None:
+    (result,) = negative_controls(via, mutants=[mutant])
+    assert result.report.power >= 1 - POLICY_MISS
+    assert result.flagged, f"{mutant} via {via} on {result.model} not flagged:\n{result.report}"
+
+
+# -- longer variants ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("settings", [
+    {"num_assistant_tokens": 2, "schedule": "constant", "confidence_threshold": 0.0},
+    {"num_assistant_tokens": 1, "schedule": "heuristic", "confidence_threshold": 0.0},
+    {"epsilon": 0.05},
+], ids=["k2-no-threshold", "heuristic", "eps0.05"])
+def test_hf_assisted_generation_is_lossless_in_more_settings(settings: dict[str, object]) -> None:
+    report = audit_hf_assisted(HFAuditConfig(**settings))  # type: ignore[arg-type]
+    _assert_lossless(report, f"HF assisted generation {settings}")
+
+
+@pytest.mark.slow
+def test_hf_assisted_generation_with_logits_processing_targets_the_processed_law() -> None:
+    config = HFAuditConfig(processing=Processing(temperature=0.7, top_k=3, top_p=0.9),
+                           num_assistant_tokens=2, confidence_threshold=0.0)
+    _assert_lossless(audit_hf_assisted(config), "HF assisted generation, T=0.7 top-k 3 top-p 0.9")
+
+
+@pytest.mark.slow
+def test_hf_assisted_generation_on_random_weight_llamas_is_lossless() -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def llama(seed: int) -> LlamaForCausalLM:
+        torch.manual_seed(seed)
+        config = LlamaConfig(vocab_size=5, hidden_size=8, intermediate_size=16,
+                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                             bos_token_id=4, eos_token_id=None, pad_token_id=None,
+                             max_position_embeddings=16)
+        model = LlamaForCausalLM(config)
+        model.eval()
+        return model
+
+    target, drafter = llama(0), llama(1)
+    law = dr.target_distribution(HFLanguageModel(target, bos_token_id=4, eos=None), (), 3)
+    sampler = AssistedSampler(target, drafter, (), 3, num_assistant_tokens=2,
+                              confidence_threshold=0.0)
+    with single_thread():
+        report = statistical_audit(sampler, law, alternative=Alternative.tv(0.1), seed=7)
+    _assert_lossless(report, "HF assisted generation on random-weight Llamas")
