@@ -1,0 +1,95 @@
+"""DSI against scheduler classes (`dsi_ref.schedulers`): which adversaries break which rule.
+
+A content-aware scheduler sees a draft before it is delivered and decides whether its position is
+verified against it or decided by the frontier task's bonus token. Rejection sampling's output is
+biased towards the draft, so that steering changes the law; exact-match sampling commits
+``y ~ p`` whatever the draft, so it does not. The checker finds the minimal witness, pinned here.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+import pytest
+
+from dsi_ref.latency import InvalidParameterError, Latency
+from dsi_ref.models import TableLM
+from dsi_ref.schedulers import (
+    DSI_CLAIMS,
+    SCHEDULER_CLASSES,
+    SchedulerClass,
+    check_scheduler_class,
+    default_random_latency,
+    minimal_witness,
+    witness_summary,
+)
+from dsi_ref.suite import default_suite
+from dsi_ref.verification import VerifyRule
+
+#: p = (1/2, 1/2, 0), q = (0, 1/3, 2/3): a draft 1 is always accepted, a draft 2 always rejected
+TARGET = TableLM.context_free((F(1, 2), F(1, 2), F(0)), name="t")
+DRAFTER = TableLM.context_free((F(0), F(1, 3), F(2, 3)), name="d")
+#: the drafter as slow as the target: draft 0 and the frontier task finish together at time 1
+TIES = Latency(drafter=F(1))
+KWARGS = {"lookahead": 2, "sp_degree": 2, "latency": TIES, "queue": "any"}
+
+
+def test_content_aware_scheduler_breaks_rejection_sampling_with_the_pinned_minimal_witness(
+) -> None:
+    verdict = minimal_witness("content-aware", TARGET, DRAFTER, (), 3, verify="rejection",
+                              **KWARGS)
+    assert not verdict.lossless and verdict.max_new_tokens == 1
+    witness = verdict.witness
+    assert witness is not None
+    # the only choice before the scheduler's: the draft at position 0 comes out 1 (prob. 1/3)
+    assert [(s.kind, s.key, s.chosen, s.probability) for s in witness.path] == [
+        ("categorical", ("draft", 0, ()), "1", F(1, 3))]
+    assert witness.path_probability == F(1, 3)
+    # delivering the draft first commits it (p(1) >= q(1): accepted); the frontier task first
+    # draws a bonus token from p
+    assert witness.options == ("drafter(position 0, token 1)", "task#0(frontier 0..0)")
+    assert witness.laws == ({(1,): F(1)}, {(0,): F(1, 2), (1,): F(1, 2)})
+    assert witness_summary(witness).endswith("P(1,) = 1 vs 1/2")
+
+
+def test_content_aware_scheduler_does_not_break_exact_match_sampling() -> None:
+    for budget in (1, 2, 3):
+        verdict = check_scheduler_class("content-aware", TARGET, DRAFTER, (), budget,
+                                        verify="exact_match", **KWARGS)
+        assert verdict.lossless and verdict.witness is None, str(verdict)
+
+
+def test_history_adaptive_scheduler_does_not_break_rejection_sampling() -> None:
+    # the same ties, but the draft is sampled when it is delivered: the scheduler cannot see it
+    verdict = check_scheduler_class("adaptive", TARGET, DRAFTER, (), 3, verify="rejection",
+                                    **KWARGS)
+    assert verdict.lossless, str(verdict)
+
+
+@pytest.mark.parametrize("scheduler_class", SCHEDULER_CLASSES)
+@pytest.mark.parametrize("rule", sorted(DSI_CLAIMS))
+def test_dsi_verdict_per_scheduler_class_matches_the_stated_claim(
+        scheduler_class: SchedulerClass, rule: VerifyRule) -> None:
+    pair = next(p for p in default_suite() if p.name == "bigram")
+    latency = default_random_latency(TIES) if scheduler_class == "random" else TIES
+    verdict = minimal_witness(scheduler_class, pair.target, pair.drafter, pair.prompt,
+                              2, lookahead=2, sp_degree=2, latency=latency, verify=rule,
+                              queue="any")
+    assert verdict.lossless == (scheduler_class in DSI_CLAIMS[rule]), str(verdict)
+
+
+def test_random_class_requires_random_latencies() -> None:
+    with pytest.raises(InvalidParameterError, match="random"):
+        check_scheduler_class("random", TARGET, DRAFTER, (), 2, latency=TIES)
+
+
+def test_unknown_scheduler_class_is_a_named_error() -> None:
+    with pytest.raises(InvalidParameterError, match="scheduler_class"):
+        check_scheduler_class("omniscient", TARGET, DRAFTER, (), 2)  # type: ignore[arg-type]
+
+
+def test_oblivious_class_checks_both_fixed_tie_rules() -> None:
+    verdict = check_scheduler_class("oblivious", TARGET, DRAFTER, (), 2, verify="rejection",
+                                    **KWARGS)
+    assert verdict.lossless and len(verdict.reports) == 2
+    assert all(r.equal for r in verdict.reports)
