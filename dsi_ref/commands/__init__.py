@@ -10,8 +10,9 @@ Only `dsi_ref.cli` and this package may import `theory`, `proofs` or (lazily, in
 from __future__ import annotations
 
 from ..report import SectionSpec
+from .hf_audit import SECTION as HF_SECTION
 
 __all__ = ["TOP_SECTIONS"]
 
 #: Audit sections defined on the top floor, run after the core's sections.
-TOP_SECTIONS: list[SectionSpec] = []
+TOP_SECTIONS: list[SectionSpec] = [HF_SECTION]
