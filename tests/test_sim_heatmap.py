@@ -110,4 +110,12 @@ def test_bad_heatmap_spec_raises_named_errors() -> None:
         HeatmapSpec(ndim=0)
     with pytest.raises(dr.InvalidParameterError, match="si_lookaheads"):
         HeatmapSpec(si_lookaheads="best")  # type: ignore[arg-type]
+    with pytest.raises(dr.InvalidParameterError, match="model"):
+        HeatmapSpec(model="exact")  # type: ignore[arg-type]
     assert F(1, 100) in grid_axes(HeatmapSpec(ndim=2))[0]
+
+
+def test_paper_heatmap_with_one_server_keeps_only_lookaheads_with_k_c_at_least_one() -> None:
+    h = compute_heatmap(HeatmapSpec(ndim=4, n_tokens=10, sp_degree=1))
+    allowed = ~np.isnan(h.dsi[:, 0, :])
+    assert allowed.tolist() == [[k * c >= 1 for k in h.k] for c in h.c]

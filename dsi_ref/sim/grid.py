@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from ..latency import InvalidParameterError
 from .event import dsi_event_grid
 from .paper import dsi_paper_grid, si_grid
-from .params import Model, SimParams, required_servers
+from .params import MODELS, Model, SimParams, required_servers
 
 __all__ = ["LOSS_TOLERANCE", "PANELS", "Heatmap", "HeatmapSpec", "compute_heatmap", "grid_axes",
            "losing", "render_summary", "summarize", "write_outputs"]
@@ -77,7 +77,8 @@ class HeatmapSpec:
                 raise InvalidParameterError(f"{name} must be an int >= 1, got {value!r}")
         if self.si_lookaheads not in ("quirks", "fair"):
             raise InvalidParameterError("si_lookaheads must be 'quirks' or 'fair'")
-        SimParams("dsi", Fraction(1, 2), Fraction(1, 2), 1, 1, self.model, self.sp_degree)
+        if self.model not in MODELS:
+            raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
 
     @property
     def label(self) -> str:
