@@ -21,12 +21,19 @@ from .randomness import Randomness, Sampler, keyed_uniform
 from .run import Event, Run
 from .sim import InsufficientServersError, expected_latency, simulate_latency
 from .speculative import SpeculativeConfig, speculative
+from .statistical import (
+    Alternative,
+    StatisticalReport,
+    UnderpoweredError,
+    statistical_audit,
+)
 from .verification import VERIFY_RULES, Decision, NumericalError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "VERIFY_RULES",
+    "Alternative",
     "DSIConfig",
     "Decision",
     "Event",
@@ -44,7 +51,9 @@ __all__ = [
     "Sampler",
     "ScheduleDependenceError",
     "SpeculativeConfig",
+    "StatisticalReport",
     "TableLM",
+    "UnderpoweredError",
     "Witness",
     "__version__",
     "assert_lossless",
@@ -57,6 +66,7 @@ __all__ = [
     "keyed_uniform",
     "simulate_latency",
     "speculative",
+    "statistical_audit",
     "target_distribution",
     "total_variation",
 ]
