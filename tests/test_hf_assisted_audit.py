@@ -114,3 +114,26 @@ def test_hf_assisted_generation_on_random_weight_llamas_is_lossless() -> None:
     with single_thread():
         report = statistical_audit(sampler, law, alternative=Alternative.tv(0.1), seed=7)
     _assert_lossless(report, "HF assisted generation on random-weight Llamas")
+
+
+# -- a deviation below any statistical budget, found by reading HF's code -----------------------
+
+
+def test_hf_verification_accepts_a_zero_probability_draft_when_the_uniform_is_zero(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """HF accepts a draft when ``r <= p/q`` with ``r = torch.rand_like(...)`` in float32, on a grid
+    of 2^-24 that includes 0; so a draft the target gives probability 0 is accepted with
+    probability 2^-24 (about 6e-8) per drafted position: the zoo's ``accept-wrong-side-at-ties``
+    bug (``u <= p/q``) at a fine grid. TV per position <= 2^-24, far below any statistical audit
+    (~1e15 samples); the correct test is ``r < p/q``."""
+    from transformers.generation import utils
+
+    gen = torch.Generator().manual_seed(0)
+    draws = torch.rand(1_000_000, generator=gen)
+    assert bool(((draws * 2**24) % 1 == 0).all())  # float32 uniforms live on the 2^-24 grid
+    draft_logits = torch.log(torch.tensor([[[0.5, 0.5, 1e-30]]]))  # q: token 0 drafted
+    target_logits = torch.log(torch.tensor([[[0.0, 0.6, 0.4], [0.2, 0.3, 0.5]]]))  # p(0) = 0
+    candidate = torch.tensor([[4, 0]])
+    monkeypatch.setattr(utils.torch, "rand_like", lambda t: torch.zeros_like(t))
+    tokens, n_matches = utils._speculative_sampling(candidate, draft_logits, 1, target_logits)
+    assert int(n_matches) == 1 and int(tokens[0, 0]) == 0  # p(0) = 0, yet 0 is committed
