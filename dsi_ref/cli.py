@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .commands import TOP_SECTIONS, bench, heatmap, table
+from .commands import TOP_SECTIONS, bench, heatmap, table, timeline
 from .report import SECTIONS, Section, SectionSpec, render_section
 
 __all__ = ["COMMANDS", "main"]
@@ -67,6 +67,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore
     bench.install,
     heatmap.install,
     table.install,
+    timeline.install,
 ]
 
 
