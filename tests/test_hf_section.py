@@ -1,0 +1,28 @@
+"""The ``hf`` section of ``dsi-ref audit``: registered on the top floor, and reporting itself
+skipped (with the reason) when torch or transformers is missing. Its content is exercised by
+``tests/test_hf_assisted_audit.py`` (the same functions); running it whole is ``dsi-ref audit
+--section hf``."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsi_ref import cli
+from dsi_ref.commands import TOP_SECTIONS, hf_audit
+
+
+def test_hf_section_is_part_of_the_audit() -> None:
+    assert "hf" in [s.name for s in TOP_SECTIONS]
+    assert "hf" in [s.name for s in cli.audit_sections()]
+
+
+def test_hf_section_reports_itself_skipped_with_the_reason_without_transformers(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(hf_audit, "_missing", lambda: ["transformers"])
+    section = hf_audit.hf_section(quick=True, progress=False)
+    assert section.ok
+    assert [row[-2] for row in section.rows] == ["skipped"]
+    assert any("transformers not installed" in note and "dsi-ref[torch]" in note
+               for note in section.notes)
+    assert cli.main(["audit", "--section", "hf", "--quick", "--no-progress"]) == 0
+    assert "skipped: transformers not installed" in capsys.readouterr().out
