@@ -133,6 +133,18 @@ def test_engine_dsi_rejection_commits_the_reference_rules_decisions(
     assert same_schedule >= 1   # the equality above was exercised
 
 
+def test_frontier_yielding_changes_timing_not_decisions(pair: tuple[TorchLM, TorchLM]) -> None:
+    target, drafter = pair
+    with Engine(target, drafter, frontier_yields=True) as engine:
+        for seed in range(3):
+            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3,
+                              verify="exact_match")
+            assert real.tokens == expected
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3)
+            assert list(real.tokens) == _replay(target, drafter, real, seed)
+
+
 def test_engine_dsi_preempts_stale_work_and_reports_its_timings(engine: Engine) -> None:
     run = engine.dsi(PROMPT, 24, dr.Sampler(0), lookahead=3, sp_degree=3)
     stats = run.stats

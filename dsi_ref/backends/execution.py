@@ -32,7 +32,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -164,12 +164,34 @@ class _Job:
     count: int
 
 
+class _Yield:
+    """The one-GPU policy ``frontier_yields``: a frontier forward waits, before each of its layer
+    segments, while some verification forward is running (hardware stream priorities cannot
+    hold back kernels already running; this does, at segment granularity)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.active = 0                   # verification forwards running
+        self.lock = threading.Lock()
+
+    def change(self, delta: int) -> None:
+        with self.lock:
+            self.active += delta
+
+    def wait(self, cancelled: Callable[[], bool]) -> bool:
+        """Wait while a verification forward runs; return ``cancelled()``."""
+        while self.enabled and self.active > 0 and not cancelled():
+            time.sleep(50e-6)
+        return cancelled()
+
+
 class _Server:
     """A target server: a thread with its own session (KV cache, stream, graphs)."""
 
     def __init__(self, index: int, session: Session, outbox: queue.Queue[Any],
-                 cancelled: set[int]) -> None:
+                 cancelled: set[int], gate: _Yield) -> None:
         self.index, self.session, self.outbox, self.cancelled = index, session, outbox, cancelled
+        self.gate = gate
         self.inbox: queue.Queue[_Job | None] = queue.Queue()
         self.thread = threading.Thread(target=self._serve, name=f"dsi-target-{index}",
                                        daemon=True)
@@ -185,12 +207,23 @@ class _Server:
                 self.outbox.put(("skipped", job.task, None, 0.0))
                 continue
             began = time.perf_counter()
+            check: Callable[[], bool] = partial(self.cancelled.__contains__, task_id)
+            verification = not job.task.frontier
+            if not verification and self.gate.enabled:
+                check = partial(self.gate.wait, check)
+                if check():                 # preempted while yielding, before it started
+                    self.outbox.put(("skipped", job.task, None, 0.0))
+                    continue
+            if verification:
+                self.gate.change(+1)
             try:   # preempted while running: stops at the next layer segment
-                rows = self.session.rows_unless(job.tokens, job.count,
-                                                partial(self.cancelled.__contains__, task_id))
+                rows = self.session.rows_unless(job.tokens, job.count, check)
             except BaseException as error:
                 self.outbox.put(("error", job.task, error, 0.0))
                 continue
+            finally:
+                if verification:
+                    self.gate.change(-1)
             seconds = time.perf_counter() - began
             self.outbox.put(("done", job.task, rows, seconds) if rows is not None
                             else ("preempted", job.task, None, seconds))
@@ -330,14 +363,21 @@ class Engine:
         graphs: CUDA graphs in every session (default: on CUDA).
         segments: layer segments per target-server forward: a preempted task's running forward
             stops at the next segment boundary (1: runs to its end).
+        frontier_yields: on one GPU, hold a frontier forward back (between its segments) while
+            a verification forward runs. A scheduling policy for servers that share a device:
+            the committer and every rule are unchanged (so are the tokens), but the
+            frontier task no longer runs at full speed, so DSI's "never slower than non-SI"
+            argument does not apply to it. Off by default (the faithful DSI).
     """
 
     def __init__(self, target: TorchLM, drafter: TorchLM | None = None, *,
-                 graphs: bool | None = None, segments: int = 4) -> None:
+                 graphs: bool | None = None, segments: int = 4,
+                 frontier_yields: bool = False) -> None:
         if drafter is not None and drafter.device != target.device:
             raise BackendError(f"target on {target.device} but drafter on {drafter.device}")
         self.target, self.drafter_lm, self.graphs = target, drafter, graphs
         self.segments = segments
+        self.gate = _Yield(frontier_yields)
         self.device = target.device
         high = -1 if self.device.type == "cuda" else 0   # the more urgent CUDA stream priority
         self.target_session = target.session(graphs=graphs, priority=high)
@@ -365,7 +405,8 @@ class Engine:
             index = len(self._servers)
             session = self.target.session(graphs=self.graphs, segments=self.segments,
                                           priority=0 if index == 0 else self._high)
-            self._servers.append(_Server(index, session, self.outbox, self.cancelled))
+            self._servers.append(_Server(index, session, self.outbox, self.cancelled,
+                                         self.gate))
         return self._servers[:count]
 
     def close(self) -> None:

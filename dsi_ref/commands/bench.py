@@ -108,7 +108,8 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"# dsi-ref bench: {args.target} ({target.config.n_params() / 1e6:.0f}M) / "
           f"{args.drafter} ({drafter.config.n_params() / 1e6:.0f}M), {args.dtype} on {where}; "
           f"{args.prompts} prompts x {args.new_tokens} new tokens, "
-          f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}",
+          f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}, "
+          f"frontier_yields={args.frontier_yields}",
           flush=True)
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
@@ -123,7 +124,8 @@ def _bench(args: argparse.Namespace) -> int:
           f"{pair.sampling_acceptance:.4f} (a used: {a:.4f})", flush=True)
 
     results: list[dict[str, Any]] = []
-    with Engine(target, drafter, segments=args.segments) as engine:
+    with Engine(target, drafter, segments=args.segments,
+                frontier_yields=args.frontier_yields) as engine:
         warm = prompts[0]
         for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
             engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
@@ -137,7 +139,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
-                       "new_tokens": args.new_tokens,
+                       "new_tokens": args.new_tokens, "segments": args.segments,
+                       "frontier_yields": args.frontier_yields,
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0
@@ -231,6 +234,9 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--verify", default="greedy", choices=("greedy", "rejection", "exact_match"))
     p.add_argument("--segments", type=int, default=4,
                    help="layer segments per target-server forward (preemption points; 1: none)")
+    p.add_argument("--frontier-yields", action="store_true",
+                   help="one-GPU policy: frontier forwards wait while a verification forward "
+                   "runs (see Engine); off = the faithful DSI")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.set_defaults(func=_bench)
