@@ -130,14 +130,15 @@ def plot_timelines(runs: Mapping[str, Run], path: Path | str, *, title: str = ""
             if e.kind == "commit" or e.resource not in y:
                 continue
             _draw_span(ax, e, y[e.resource])
+        commits: dict[float, list[str]] = {}  # several positions may commit at one instant
         for e in run.trace:
             if e.kind == "commit":
                 token = run.tokens[e.positions[0]] if e.positions[0] < len(run.tokens) else "?"
-                ax.plot([float(e.start)], [y["committer"]], marker="v", color="black",
-                        markersize=7)
-                ax.annotate(str(token), (float(e.start), y["committer"]),
-                            textcoords="offset points", xytext=(0, 6), ha="center",
-                            fontsize=7)
+                commits.setdefault(float(e.start), []).append(str(token))
+        for when, tokens in commits.items():
+            ax.plot([when], [y["committer"]], marker="v", color="black", markersize=7)
+            ax.annotate(",".join(tokens), (when, y["committer"]), textcoords="offset points",
+                        xytext=(0, 6), ha="center", fontsize=7)
         ax.set_yticks(list(y.values()), list(y.keys()), fontsize=8)
         ax.set_ylim(-0.7, len(rows) - 0.3)
         ax.set_title(f"{name}: {len(run.tokens)} tokens in {float(run.time):.3g} target "
@@ -147,7 +148,7 @@ def plot_timelines(runs: Mapping[str, Run], path: Path | str, *, title: str = ""
     axes[-1, 0].set_xlabel("virtual time (target forwards)")
     handles = [Patch(color=colour, label=label) for colour, label in KIND_STYLE.values()]
     handles.append(plt.Line2D([], [], marker="v", color="black", linestyle="",
-                              label="commit (token above)"))
+                              label="commit (tokens above)"))
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
