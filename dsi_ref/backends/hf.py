@@ -133,6 +133,9 @@ class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-
             if not seq or seq[0] != bos:
                 raise ValueError(f"ToyCausalLM inputs must start with the BOS id {bos}, got {seq}")
             toks = tuple(seq[1:])
+            if bos in toks:
+                raise ValueError(f"ToyCausalLM input {seq} has the BOS/pad id {bos} after the "
+                                 "start: padded batches are not supported (use batch size 1)")
             start = len(seq) - new
             rows.append(torch.stack([self.logit_row(toks[:i]) for i in range(start, len(seq))]))
         logits = torch.stack(rows)
