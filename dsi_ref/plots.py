@@ -82,7 +82,7 @@ def plot_model_comparison(paper: Heatmap, event: Heatmap, path: Path) -> Path:
     a = np.array([float(x) for x in event.a])
     ratio = paper.best["dsi"] / event.best["dsi"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
-    bound = max(1.05, float(np.nanmax(np.abs(np.log(ratio)))))
+    bound = max(float(np.log(1.05)), float(np.nanmax(np.abs(np.log(ratio)))))
     mesh = left.pcolormesh(c, a, np.log(ratio).T, cmap="coolwarm", vmin=-bound, vmax=bound,
                            shading="nearest")
     ticks = np.linspace(-bound, bound, 5)
