@@ -8,12 +8,17 @@ biased towards the draft, so that steering changes the law; exact-match sampling
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction as F
+from typing import Any
 
 import pytest
 
+from dsi_ref.dsi import dsi
+from dsi_ref.exact import exact_distribution
 from dsi_ref.latency import InvalidParameterError, Latency
 from dsi_ref.models import TableLM
+from dsi_ref.randomness import Key
 from dsi_ref.schedulers import (
     DSI_CLAIMS,
     SCHEDULER_CLASSES,
@@ -31,7 +36,7 @@ TARGET = TableLM.context_free((F(1, 2), F(1, 2), F(0)), name="t")
 DRAFTER = TableLM.context_free((F(0), F(1, 3), F(2, 3)), name="d")
 #: the drafter as slow as the target: draft 0 and the frontier task finish together at time 1
 TIES = Latency(drafter=F(1))
-KWARGS = {"lookahead": 2, "sp_degree": 2, "latency": TIES, "queue": "any"}
+KWARGS: dict[str, Any] = {"lookahead": 2, "sp_degree": 2, "latency": TIES, "queue": "any"}
 
 
 def test_content_aware_scheduler_breaks_rejection_sampling_with_the_pinned_minimal_witness(
@@ -50,6 +55,27 @@ def test_content_aware_scheduler_breaks_rejection_sampling_with_the_pinned_minim
     assert witness.options == ("drafter(position 0, token 1)", "task#0(frontier 0..0)")
     assert witness.laws == ({(1,): F(1)}, {(0,): F(1, 2), (1,): F(1, 2)})
     assert witness_summary(witness).endswith("P(1,) = 1 vs 1/2")
+
+
+def _deliver_token_1_drafts_first(options: Sequence[object], key: Key) -> int:
+    labels = [str(getattr(option, "label", "")) for option in options]
+    drafts = [i for i, label in enumerate(labels) if "drafter" in label and "token 1" in label]
+    return drafts[0] if drafts else next(i for i, label in enumerate(labels)
+                                         if "frontier" in label)
+
+
+@pytest.mark.parametrize(("verify", "law"), [
+    ("rejection", {(1,): F(2, 3), (0,): F(1, 3)}),
+    ("exact_match", {(1,): F(1, 2), (0,): F(1, 2)}),
+])
+def test_the_steering_scheduler_of_the_witness_shifts_the_law_under_rejection_only(
+        verify: VerifyRule, law: dict[tuple[int, ...], F]) -> None:
+    """The scheduler the witness describes, run as a fixed policy: it lets a draft of token 1
+    win the tie and the frontier task otherwise. The target's law is (1/2, 1/2)."""
+    steered = exact_distribution(
+        lambda rng: dsi(TARGET, DRAFTER, (), 1, rng, verify=verify, sample_drafts_at="start",
+                        **KWARGS).tokens, scheduler=_deliver_token_1_drafts_first)
+    assert steered == law
 
 
 def test_content_aware_scheduler_does_not_break_exact_match_sampling() -> None:
