@@ -11,7 +11,8 @@ import sys
 
 def table(path: str) -> str:
     """One markdown table for one bench JSON file."""
-    data = json.load(open(path))
+    with open(path) as fh:
+        data = json.load(fh)
     pair = data["pair"]
     a = pair["acceptance"] if data["verify"] == "greedy" else pair["sampling_acceptance"]
     c = pair["drafter_tpot_ms"] / pair["target_tpot_ms"]

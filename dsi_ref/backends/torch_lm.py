@@ -454,7 +454,7 @@ class Session:
                     return None
                 segment.replay()
                 if len(graph.graphs) > 1:
-                    event = torch.cuda.Event()
+                    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
                     event.record(self.stream)
                     done.append(event)
             logits: torch.Tensor = graph.logits[0, :len(tokens)]
