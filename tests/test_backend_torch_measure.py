@@ -62,16 +62,17 @@ def _greedy_by_hand(target: TorchLM, drafter: TorchLM, prompt: tuple[int, ...],
 
 def test_greedy_acceptance_is_the_moment_estimator_of_ended_match_runs() -> None:
     target, drafter = build_pair(seed=2)
-    prompts = random_prompts(11, 4, 3, seed=3)
-    estimate = greedy_acceptance(target, drafter, prompts, new_tokens=20)
+    prompts = random_prompts(11, 3, 3, seed=3)
+    estimate = greedy_acceptance(target, drafter, prompts, new_tokens=16)
     matches = mismatches = 0
     for prompt in prompts:
         run = 0
-        for hit in _greedy_by_hand(target, drafter, prompt, 20):
+        for hit in _greedy_by_hand(target, drafter, prompt, 16):
             run, matches, mismatches = (run + 1, matches, mismatches) if hit \
                 else (0, matches + run, mismatches + 1)
     assert (estimate.matches, estimate.mismatches, estimate.positions) == (matches, mismatches,
-                                                                             80)
+                                                                             48)
+    assert matches > 0 and mismatches > 0   # both kinds of run end occur in this sample
     mean_run = matches / mismatches
     assert estimate.acceptance == pytest.approx(1 - 1 / (1 + mean_run), rel=1e-12)
     assert estimate.mean_run_length == pytest.approx(mean_run, rel=1e-12)
