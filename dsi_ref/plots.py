@@ -150,7 +150,7 @@ def plot_table(results: Sequence[TableResult], path: Path) -> Path:
             ax.plot(result.lookaheads, [result.speedup("si", k, sp) for k in result.lookaheads],
                     marker=".", label=f"event model, SP = {sp}")
         ax.plot(result.lookaheads, [result.paper_speedup("si", k) for k in result.lookaheads],
-                "k--", label="paper model")
+                "k--", label="paper model (no waiting assumed)")
         ax.axhline(1.0, color=PINK, linewidth=1)
         ax.set_xlabel("lookahead k")
         ax.set_ylabel("DSI speedup over SI (x), same k")
