@@ -226,7 +226,8 @@ def event_max_overlap(c: Any, k: Any, n_tokens: int) -> int:
     submission times (``w k c`` for full windows, ``n c`` for a partial last one) in a
     half-open interval ``(t − 1, t]`` (each task lasts one target forward).
 
-    >>> event_max_overlap(sympy.Rational(1, 10), 4, 13), event_max_overlap(sympy.Rational(1, 10), 4, 12)
+    >>> c = sympy.Rational(1, 10)
+    >>> event_max_overlap(c, 4, 13), event_max_overlap(c, 4, 12)
     (4, 3)
     """
     check_domain(c=c)
@@ -247,7 +248,8 @@ def event_verification_servers(c: Any, k: Any, n_tokens: int | None = None) -> i
     (``1 … N``); the partial last window can need **one more** server than ``⌈1/(k c)⌉``
     (theorem ``event_sp_requirement_with_partial_window``, refuted).
 
-    >>> event_verification_servers(sympy.Rational(1, 10), 4), event_verification_servers(sympy.Rational(1, 10), 4, 13)
+    >>> c = sympy.Rational(1, 10)
+    >>> event_verification_servers(c, 4), event_verification_servers(c, 4, 13)
     (3, 4)
     """
     if n_tokens is None:
