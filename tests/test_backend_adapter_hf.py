@@ -171,8 +171,3 @@ def test_dtype_study_separates_float_noise_from_bugs() -> None:
     for (model, dtype, decoder), tv in by_key.items():
         assert abs(tv - by_key[(model, dtype, "autoregressive")]) <= 1e-9, (model, dtype, decoder)
 
-
-def test_padded_inputs_are_refused_by_name() -> None:
-    model = to_hf(BIGRAM)
-    with pytest.raises(ValueError, match="padded"):
-        model(input_ids=torch.tensor([[4, 1, 4, 2]]))

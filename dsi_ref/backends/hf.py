@@ -118,6 +118,9 @@ class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-
         """Logits for every position of ``input_ids`` (shape ``(batch, new, V + 1)``).
 
         With a cache, ``input_ids`` are the new tokens only and the cache holds the earlier ones.
+        Padding is not interpreted (``attention_mask`` is ignored): use batches without padding.
+        A BOS id later in a sequence is passed to the toy model like any token (a context-free
+        toy model answers; a context-dependent one raises `InvalidDistributionError`).
         """
         batch, new = input_ids.shape
         ids = input_ids.to(torch.float64).reshape(batch, 1, new, 1)
@@ -133,9 +136,6 @@ class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-
             if not seq or seq[0] != bos:
                 raise ValueError(f"ToyCausalLM inputs must start with the BOS id {bos}, got {seq}")
             toks = tuple(seq[1:])
-            if bos in toks:
-                raise ValueError(f"ToyCausalLM input {seq} has the BOS/pad id {bos} after the "
-                                 "start: padded batches are not supported (use batch size 1)")
             start = len(seq) - new
             rows.append(torch.stack([self.logit_row(toks[:i]) for i in range(start, len(seq))]))
         logits = torch.stack(rows)
