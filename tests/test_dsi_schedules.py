@@ -26,12 +26,15 @@ from dsi_ref.suite import default_suite
 from dsi_ref.verification import VERIFY_RULES
 
 
-@settings(max_examples=4 * settings.default.max_examples)
-@given(st.data())
-def test_dsi_output_law_equals_target_law_for_every_schedule(data: st.DataObject) -> None:
-    target, drafter = data.draw(model_pairs(max_vocab=2, max_context=1), label="pair")
+@settings(max_examples=6 * settings.default.max_examples)
+@given(st.data(), st.sampled_from([(2, 3), (3, 2)]))
+def test_dsi_output_law_equals_target_law_for_every_schedule(
+        data: st.DataObject, size: tuple[int, int]) -> None:
+    """Vocabulary 2 with up to 3 new tokens, or vocabulary 3 with up to 2."""
+    max_vocab, max_tokens = size
+    target, drafter = data.draw(model_pairs(max_vocab=max_vocab, max_context=1), label="pair")
     prompt = data.draw(prompts(target.vocab_size, max_len=1), label="prompt")
-    n = data.draw(st.integers(1, 3), label="max_new_tokens")
+    n = data.draw(st.integers(1, max_tokens), label="max_new_tokens")
     verify = data.draw(st.sampled_from(VERIFY_RULES), label="verify")
     kwargs: dict[str, Any] = {
         "lookahead": data.draw(lookaheads(3), label="lookahead"),
