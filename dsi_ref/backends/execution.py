@@ -56,7 +56,7 @@ from ..verification import (
     VerifyRule,
     as_rule,
 )
-from .torch_lm import BackendError, Session, TorchLM
+from .torch_lm import BackendError, BackendLM, SessionLike
 
 __all__ = ["Engine", "vectorised_rule"]
 
@@ -188,7 +188,7 @@ class _Yield:
 class _Server:
     """A target server: a thread with its own session (KV cache, stream, graphs)."""
 
-    def __init__(self, index: int, session: Session, outbox: queue.Queue[Any],
+    def __init__(self, index: int, session: SessionLike, outbox: queue.Queue[Any],
                  cancelled: set[int], gate: _Yield) -> None:
         self.index, self.session, self.outbox, self.cancelled = index, session, outbox, cancelled
         self.gate = gate
@@ -234,8 +234,7 @@ class _WallClockDSI(DSIRun):
 
     def __init__(self, engine: Engine, prompt: tuple[int, ...], max_new_tokens: int,
                  rng: Randomness, config: DSIConfig) -> None:
-        super().__init__(engine.target, engine.drafter_session.lm, prompt, max_new_tokens, rng,
-                         config)
+        super().__init__(engine.target, engine.drafter, prompt, max_new_tokens, rng, config)
         self.rule = vectorised_rule(config.verify)
         self.engine = engine
         self.servers = engine.servers(config.sp_degree)
@@ -370,7 +369,7 @@ class Engine:
             argument does not apply to it. Off by default (the faithful DSI).
     """
 
-    def __init__(self, target: TorchLM, drafter: TorchLM | None = None, *,
+    def __init__(self, target: BackendLM, drafter: BackendLM | None = None, *,
                  graphs: bool | None = None, segments: int = 4,
                  frontier_yields: bool = False) -> None:
         if drafter is not None and drafter.device != target.device:
@@ -389,7 +388,14 @@ class Engine:
         self._high = high
 
     @property
-    def drafter_session(self) -> Session:
+    def drafter(self) -> BackendLM:
+        """The drafter (an error when the engine has no drafter)."""
+        if self.drafter_lm is None:
+            raise BackendError("this Engine has no drafter: pass drafter= for SI and DSI")
+        return self.drafter_lm
+
+    @property
+    def drafter_session(self) -> SessionLike:
         """The drafter's session (an error when the engine has no drafter)."""
         if self._drafter_session is None:
             raise BackendError("this Engine has no drafter: pass drafter= for SI and DSI")

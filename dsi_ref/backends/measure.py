@@ -31,7 +31,7 @@ import torch
 
 from ..randomness import Sampler
 from .execution import Engine
-from .torch_lm import BackendError, TorchLM
+from .torch_lm import BackendError, BackendLM
 
 __all__ = [
     "AcceptanceEstimate",
@@ -104,12 +104,12 @@ def random_prompts(vocab_size: int, count: int, length: int, seed: int) -> list[
             for _ in range(count)]
 
 
-def _sync(lm: TorchLM) -> None:
+def _sync(lm: BackendLM) -> None:
     if lm.device.type == "cuda":
         torch.cuda.synchronize(lm.device)
 
 
-def measure_latency(lm: TorchLM, prompts: Sequence[Sequence[int]], new_tokens: int, *,
+def measure_latency(lm: BackendLM, prompts: Sequence[Sequence[int]], new_tokens: int, *,
                     warmup: int = 2) -> LatencyStats:
     """TTFT and TPOT of ``lm`` (greedy generation of ``new_tokens`` tokens per prompt).
 
@@ -146,13 +146,13 @@ def measure_latency(lm: TorchLM, prompts: Sequence[Sequence[int]], new_tokens: i
                         spread(tpots), len(ttfts), new_tokens)
 
 
-def _check_pair(target: TorchLM, drafter: TorchLM) -> None:
+def _check_pair(target: BackendLM, drafter: BackendLM) -> None:
     if target.vocab_size != drafter.vocab_size:
         raise BackendError(f"target and drafter vocabularies differ: {target.vocab_size} vs "
                            f"{drafter.vocab_size}")
 
 
-def greedy_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
+def greedy_acceptance(target: BackendLM, drafter: BackendLM, prompts: Sequence[Sequence[int]],
                       new_tokens: int) -> AcceptanceEstimate:
     """The paper's estimator ``a = 1 − 1/(1 + mean run length)`` (see the module docstring)."""
     _check_pair(target, drafter)
@@ -178,7 +178,7 @@ def greedy_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Seque
     return AcceptanceEstimate(1 - 1 / (1 + mean_run), positions, matches, mismatches)
 
 
-def sampling_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
+def sampling_acceptance(target: BackendLM, drafter: BackendLM, prompts: Sequence[Sequence[int]],
                         new_tokens: int, seed: int) -> AcceptanceEstimate:
     """``Σ_x min(p(x), q(x))`` averaged over the positions of sequences sampled from the target
     (``Sampler(seed)``), with ``p``/``q`` the target's/drafter's rows on the same prefix."""
@@ -197,7 +197,7 @@ def sampling_acceptance(target: TorchLM, drafter: TorchLM, prompts: Sequence[Seq
     return AcceptanceEstimate(total / positions, positions)
 
 
-def measure_pair(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[int]],
+def measure_pair(target: BackendLM, drafter: BackendLM, prompts: Sequence[Sequence[int]],
                  new_tokens: int, *, seed: int = 0, warmup: int = 2,
                  name: str | None = None) -> PairMeasurement:
     """Latencies of both models and both acceptance rates: one row of the paper's table.
@@ -210,5 +210,5 @@ def measure_pair(target: TorchLM, drafter: TorchLM, prompts: Sequence[Sequence[i
     except BackendError:   # no ended run (all matched): the estimator is undefined
         greedy = math.nan
     sampled = sampling_acceptance(target, drafter, prompts, new_tokens, seed)
-    return PairMeasurement(name or f"{target.config.name}/{drafter.config.name}", t.ttft_ms,
+    return PairMeasurement(name or f"{target.name}/{drafter.name}", t.ttft_ms,
                            t.tpot_ms, d.ttft_ms, d.tpot_ms, greedy, sampled.acceptance)

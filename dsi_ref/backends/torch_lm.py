@@ -34,7 +34,7 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -44,9 +44,11 @@ __all__ = [
     "DTYPES",
     "PRESETS",
     "BackendError",
+    "BackendLM",
     "KVCache",
     "ModelConfig",
     "Session",
+    "SessionLike",
     "TorchLM",
     "Transformer",
     "build_pair",
@@ -478,6 +480,50 @@ def describe_device(device: str) -> str:
     name = torch.cuda.get_device_name(torch.device(device)) \
         if torch.device(device).type == "cuda" else "cpu"
     return f"{name}, torch {torch.__version__}"
+
+
+class SessionLike(Protocol):
+    """What the engine and the measurements need of a session (`Session`, or the Hugging Face
+    checkpoint session of `dsi_ref.backends.checkpoint`)."""
+
+    tokens: list[int]
+    forwards: int
+
+    def reset(self) -> None:
+        """Forget the cached tokens."""
+        ...
+
+    def rows(self, context: Sequence[int], count: int = 1) -> np.ndarray:
+        """Next-token rows [count, V] after the last ``count`` prefixes of ``context``."""
+        ...
+
+    def rows_unless(self, context: Sequence[int], count: int,
+                    cancelled: Callable[[], bool] | None) -> np.ndarray | None:
+        """`rows`, or ``None`` when preempted."""
+        ...
+
+
+class BackendLM(Protocol):
+    """A `LanguageModel` that also makes sessions: what `Engine` and `measure` run on."""
+
+    name: str
+    vocab_size: int
+    eos: int | None
+    bos: int
+
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live."""
+        ...
+
+    def session(self, *, graphs: bool | None = None, priority: int = 0,
+                segments: int = 1) -> SessionLike:
+        """A new session (own KV cache) over the model's weights."""
+        ...
+
+    def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
+        """The next-token distribution after ``prefix``."""
+        ...
 
 
 class TorchLM:

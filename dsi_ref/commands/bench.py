@@ -19,6 +19,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 __all__ = ["install", "paper_model_per_token", "predictions"]
@@ -94,19 +95,25 @@ def _bench(args: argparse.Namespace) -> int:
     from ..randomness import Sampler
 
     device = resolve_device(args.device)
-    for name in (args.target, args.drafter):
-        if name not in PRESETS:
-            print(f"unknown preset {name!r}; known: {', '.join(PRESETS)}", file=sys.stderr)
-            return 2
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
-    target = TorchLM(args.target, seed=args.seed, device=device, dtype=args.dtype,
-                     max_seq_len=max_seq)
-    drafter = TorchLM(args.drafter, seed=args.seed + 1, device=device, dtype=args.dtype,
-                      max_seq_len=max_seq)
+    models: list[Any] = []
+    for name, seed in ((args.target, args.seed), (args.drafter, args.seed + 1)):
+        if Path(name).is_dir():          # a local Hugging Face checkpoint directory
+            from ..backends.checkpoint import CheckpointLM
+
+            models.append(CheckpointLM(name, device=device, dtype=args.dtype))
+        elif name in PRESETS:
+            models.append(TorchLM(name, seed=seed, device=device, dtype=args.dtype,
+                                  max_seq_len=max_seq))
+        else:
+            print(f"unknown preset {name!r} (and not a checkpoint directory); known presets: "
+                  f"{', '.join(PRESETS)}", file=sys.stderr)
+            return 2
+    target, drafter = models
     prompts = random_prompts(target.vocab_size, args.prompts, args.prompt_len, args.seed)
     where = describe_device(device)
-    print(f"# dsi-ref bench: {args.target} ({target.config.n_params() / 1e6:.0f}M) / "
-          f"{args.drafter} ({drafter.config.n_params() / 1e6:.0f}M), {args.dtype} on {where}; "
+    print(f"# dsi-ref bench: {target.name} ({_millions(target)}M) / "
+          f"{drafter.name} ({_millions(drafter)}M), {args.dtype} on {where}; "
           f"{args.prompts} prompts x {args.new_tokens} new tokens, "
           f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}, "
           f"frontier_yields={args.frontier_yields}",
@@ -144,6 +151,11 @@ def _bench(args: argparse.Namespace) -> int:
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0
+
+
+def _millions(lm: Any) -> str:
+    """Parameter count in millions."""
+    return f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.0f}"
 
 
 def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace, k: int,
@@ -222,8 +234,11 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        "target/drafter pair, run non-SI, SI and DSI for real (threads, CUDA "
                        "streams and graphs on a GPU) and print measured speedups beside the "
                        "simulator's prediction. Needs the [torch] extra.")
-    p.add_argument("--target", default="llama-1b", help="target preset (default llama-1b)")
-    p.add_argument("--drafter", default="llama-68m", help="drafter preset (default llama-68m)")
+    p.add_argument("--target", default="llama-1b",
+                   help="target preset (default llama-1b) or a local Hugging Face checkpoint "
+                   "directory")
+    p.add_argument("--drafter", default="llama-68m",
+                   help="drafter preset (default llama-68m) or a checkpoint directory")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32", "fp64"))
     p.add_argument("--lookahead", type=_csv_ints, default=[5], help="comma-separated, e.g. 3,5")
