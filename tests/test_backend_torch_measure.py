@@ -22,6 +22,7 @@ from dsi_ref.backends.measure import (  # noqa: E402
 from dsi_ref.backends.torch_lm import BackendError, TorchLM, build_pair  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 from dsi_ref.commands.bench import paper_model_per_token  # noqa: E402
+from dsi_ref.sim.table import read_rows  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -128,12 +129,14 @@ def test_paper_model_per_token_matches_the_core_simulator_at_large_n(
 
 def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "bench.json"
+    out, row_file = tmp_path / "bench.json", tmp_path / "row.csv"
     code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
                  "cpu", "--dtype", "fp64", "--new-tokens", "8", "--prompts", "2",
                  "--prompt-len", "3", "--lookahead", "2", "--sp-degree", "2",
-                 "--verify", "rejection", "--json", str(out)])
+                 "--verify", "rejection", "--json", str(out), "--table-row", str(row_file)])
     assert code == 0
+    (row,) = read_rows(row_file)        # what `dsi-ref table --rows` reads
+    assert row.sp_degree == 2 and 0 < row.acceptance_rate < 1 and row.target_tpot_ms > 0
     text = capsys.readouterr().out
     assert "dsi/si" in text and "orchestration overhead" in text
     data = json.loads(out.read_text())

@@ -91,8 +91,23 @@ class PairMeasurement:
         return self.drafter_tpot_ms / self.target_tpot_ms
 
     def as_row(self) -> dict[str, float | str]:
-        """A flat row (CSV/TOML/JSON) with the paper table's input columns."""
+        """Every field, flat (JSON)."""
         return asdict(self)
+
+    def table_row(self, *, greedy: bool = True, sp_degree: int | None = None,
+                  lookahead: int | None = None) -> dict[str, float | int | str]:
+        """The row ``dsi-ref table --rows`` reads (its field names): the latencies and the greedy
+        (paper's) or the sampling acceptance rate; ``sp_degree``/``lookahead`` when given."""
+        row: dict[str, float | int | str] = {
+            "name": self.name, "target_ttft_ms": self.target_ttft_ms,
+            "target_tpot_ms": self.target_tpot_ms, "drafter_ttft_ms": self.drafter_ttft_ms,
+            "drafter_tpot_ms": self.drafter_tpot_ms,
+            "acceptance_rate": self.acceptance if greedy else self.sampling_acceptance}
+        if sp_degree is not None:
+            row["sp_degree"] = sp_degree
+        if lookahead is not None:
+            row["lookahead"] = lookahead
+        return row
 
 
 def random_prompts(vocab_size: int, count: int, length: int, seed: int) -> list[tuple[int, ...]]:

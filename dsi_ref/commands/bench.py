@@ -14,6 +14,7 @@ formulas (N → ∞), computed here.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import statistics
@@ -129,6 +130,14 @@ def _bench(args: argparse.Namespace) -> int:
           f"ms; drafter TTFT {pair.drafter_ttft_ms:.2f} ms, TPOT {pair.drafter_tpot_ms:.3f} ms; "
           f"c = {pair.c:.4f}; acceptance greedy {pair.acceptance:.4f}, sampling "
           f"{pair.sampling_acceptance:.4f} (a used: {a:.4f})", flush=True)
+
+    if args.table_row:   # the measured inputs, in the format of `dsi-ref table --rows`
+        row = pair.table_row(greedy=args.verify == "greedy", sp_degree=max(args.sp_degree))
+        with open(args.table_row, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(row))
+            writer.writeheader()
+            writer.writerow(row)
+        print(f"table row written to {args.table_row} (dsi-ref table --rows {args.table_row})")
 
     results: list[dict[str, Any]] = []
     with Engine(target, drafter, segments=args.segments,
@@ -254,4 +263,7 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "runs (see Engine); off = the faithful DSI")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
+    p.add_argument("--table-row", metavar="PATH.csv",
+                   help="also write the measured latencies and acceptance as a row for "
+                   "`dsi-ref table --rows`")
     p.set_defaults(func=_bench)
