@@ -368,6 +368,8 @@ class StatisticalReport:
         statistic, df, p_value: ``G = 2 n KL`` over the cells, its degrees of freedom, and the
             finite-sample bound on its p-value (``inf`` and 0 when an impossible outcome was
             seen).
+        asymptotic_p_value: ``chi2.sf(G, df)``, for reading only (the decision never uses it:
+            it is anti-conservative far in the tail, see docs/statistical-policy.md).
         alpha, critical_value: the false-alarm rate (a guaranteed bound) and the G threshold.
         power, required_power, alternative: the power against the stated alternative.
         needed_samples: the sample size that reaches ``required_power``.
@@ -399,6 +401,7 @@ class StatisticalReport:
     seed: int | None = None
     seconds: float = 0.0
     counts: Mapping[Outcome, int] = field(default_factory=dict, repr=False)
+    asymptotic_p_value: float = math.nan
 
     @property
     def rejected(self) -> bool:
@@ -415,7 +418,8 @@ class StatisticalReport:
 
     def __str__(self) -> str:
         head = (f"{self.verdict.upper()}: G = {self.statistic:.4g} (df {self.df}, p <= "
-                f"{self.p_value:.3g}, alpha {self.alpha:.0e}, critical {self.critical_value:.4g})"
+                f"{self.p_value:.3g}, asymptotic p {self.asymptotic_p_value:.3g}, alpha "
+                f"{self.alpha:.0e}, critical {self.critical_value:.4g})"
                 f" from {self.n_samples} samples over {self.cells} cells ({self.outcomes} "
                 f"outcomes, {self.pooled_outcomes} pooled); power {self.power:.6g} against "
                 f"{self.alternative} (required {self.required_power:g}); empirical TV "
@@ -471,6 +475,7 @@ def audit_counts(counts: Mapping[Outcome, int], reference_law: LawLike, *,
     else:
         statistic = g_statistic(observed, expected)
         p_value = math.exp(_log_tail_bound(statistic / 2, pooling.df)) if pooling.df > 0 else 1.0
+    asymptotic = float(stats.chi2.sf(statistic, pooling.df)) if pooling.df > 0 else 1.0
     rejected = bool(impossible) or (pooling.df > 0 and statistic >= crit)
     residuals = sorted(
         (Residual(_label(c), o, e, (o - e) / math.sqrt(e * (1 - p)) if p < 1 else 0.0)
@@ -489,7 +494,7 @@ def audit_counts(counts: Mapping[Outcome, int], reference_law: LawLike, *,
         outcomes=len(law), pooled_outcomes=pooling.pooled_outcomes,
         hidden_mass=pooling.hidden_mass, impossible=impossible, residuals=tuple(residuals),
         empirical_tv=empirical_tv, noise_tv=noise_tv, seed=seed, seconds=seconds,
-        counts=dict(counts))
+        counts=dict(counts), asymptotic_p_value=asymptotic)
 
 
 def _mean_abs_dev(n: int, p: float) -> float:
