@@ -25,6 +25,8 @@ def audit_sections() -> list[SectionSpec]:
 
 def _audit(args: argparse.Namespace) -> int:
     sections = audit_sections()
+    if getattr(args, "hf", False):  # --hf: the statistical audits of HF and the torch adapter
+        args.section = [*(args.section or ()), "hf"]
     selected = [s for s in sections if not args.section or s.name in args.section]
     unknown = set(args.section or ()) - {s.name for s in sections}
     if unknown:
@@ -56,6 +58,8 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="run only this section (repeatable): "
                    + ", ".join(s.name for s in audit_sections()))
     p.add_argument("--quick", action="store_true", help="smaller budgets (a smoke test)")
+    p.add_argument("--hf", action="store_true", help="the statistical audits of Hugging Face "
+                   "assisted generation and the torch adapter (same as --section hf)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_audit)

@@ -26,3 +26,12 @@ def test_hf_section_reports_itself_skipped_with_the_reason_without_transformers(
                for note in section.notes)
     assert cli.main(["audit", "--section", "hf", "--quick", "--no-progress"]) == 0
     assert "skipped: transformers not installed" in capsys.readouterr().out
+
+
+def test_audit_hf_flag_runs_the_hf_section_only(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(hf_audit, "_missing", lambda: ["torch"])
+    assert cli.main(["audit", "--hf", "--quick", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: torch not installed" in out
+    assert "1/1 sections passed" in out
