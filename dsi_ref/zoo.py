@@ -28,6 +28,7 @@ from .latency import Latency
 from .models import LanguageModel, Number
 from .randomness import Key, Randomness
 from .run import Run
+from .schedulers import witness_summary
 from .speculative import STATS, speculative
 from .suite import ModelPair, default_suite
 from .verification import RejectionSampling, argmax, residual
@@ -361,9 +362,8 @@ class Kill:
 
     def __str__(self) -> str:
         if self.witness is not None:
-            worst, pa, pb = self.witness.discrepancy
-            return (f"{self.model} {self.config}: schedule-dependent, e.g. P({worst}) = {pa} vs "
-                    f"{pb} depending on the scheduler")
+            return (f"{self.model} {self.config}: schedule-dependent: "
+                    f"{witness_summary(self.witness)}")
         return (f"{self.model} {self.config}: TV {self.tv_distance}, P{self.worst_sequence} = "
                 f"{self.mutant_probability} vs target {self.target_probability}")
 
