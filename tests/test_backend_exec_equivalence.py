@@ -145,6 +145,22 @@ def test_frontier_yielding_changes_timing_not_decisions(pair: tuple[TorchLM, Tor
             assert list(real.tokens) == _replay(target, drafter, real, seed)
 
 
+@pytest.mark.parametrize("sp_degree", [1, 3])
+def test_batched_servers_commit_the_reference_decisions(pair: tuple[TorchLM, TorchLM],
+                                                        sp_degree: int) -> None:
+    target, drafter = pair
+    with Engine(target, drafter, batched=True) as engine:
+        for seed in range(3):
+            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed),
+                                         greedy=True).tokens
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=sp_degree,
+                              verify="greedy")
+            assert real.tokens == expected
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=sp_degree)
+            assert list(real.tokens) == _replay(target, drafter, real, seed)
+            assert real.stats["max_busy_servers"] <= sp_degree
+
+
 def test_engine_dsi_preempts_stale_work_and_reports_its_timings(engine: Engine) -> None:
     run = engine.dsi(PROMPT, 24, dr.Sampler(0), lookahead=3, sp_degree=3)
     stats = run.stats

@@ -19,6 +19,7 @@ from dsi_ref.backends.execution import vectorised_rule  # noqa: E402
 from dsi_ref.backends.torch_lm import (  # noqa: E402
     PRESETS,
     BackendError,
+    BatchedSession,
     ModelConfig,
     TorchLM,
     build_pair,
@@ -86,6 +87,29 @@ def test_a_preempted_forward_returns_none_and_leaves_a_usable_cache(
     assert session.tokens == [target.bos, 1, 2]     # later blocks never saw tokens 7, 8
     np.testing.assert_allclose(session.rows((1, 2, 7, 8), 2),
                                target.session().rows((1, 2, 7, 8), 2), rtol=0, atol=TOL)
+
+
+def test_batched_session_rows_equal_single_sessions_and_roll_back(
+        pair: tuple[TorchLM, TorchLM]) -> None:
+    target, _ = pair
+    batched = BatchedSession(target, 3, segments=2)
+    jobs = {0: ((1, 2, 3), 1), 2: ((4, 5, 6, 7, 8), 3)}
+    for _ in range(2):
+        rows = batched.rows_batch(jobs)
+        assert rows is not None and set(rows) == set(jobs)
+        for slot, (context, count) in jobs.items():
+            np.testing.assert_allclose(rows[slot], target.session().rows(context, count),
+                                       rtol=0, atol=TOL)
+        jobs = {0: ((1, 2, 9, 9), 2), 1: (tuple(range(1, 11)) * 7, 4), 2: ((4, 5, 6, 1), 2)}
+    rows = batched.rows_batch(jobs)
+    assert rows is not None
+    for slot, (context, count) in jobs.items():     # > 64 new tokens in slot 1: two rounds
+        np.testing.assert_allclose(rows[slot], target.session().rows(context, count),
+                                   rtol=0, atol=TOL)
+    assert batched.rows_batch({0: ((1, 2, 9, 9, 5), 1)}, lambda: True) is None
+    assert batched.tokens[0] == [target.bos, 1, 2, 9, 9]
+    with pytest.raises(BackendError, match="slot 3"):
+        batched.rows_batch({3: ((1,), 1)})
 
 
 def test_segments_partition_the_layers() -> None:
@@ -179,6 +203,10 @@ def test_cuda_graph_rows_equal_eager_rows_across_chunks_and_segments() -> None:
     lm = TorchLM("tiny-target", device="cuda", dtype="fp32", max_seq_len=200)
     context = tuple(int(t) for t in np.random.default_rng(0).integers(1, 11, 150))
     eager = lm.session(graphs=False).rows(context, 140)     # > 2 chunks of 64 under graphs
+    batched = BatchedSession(lm, 2, graphs=True, segments=2)
+    rows = batched.rows_batch({0: (context, 140), 1: (context[:120] + (3, 4), 3)})
+    assert rows is not None
+    np.testing.assert_allclose(rows[0], eager, rtol=0, atol=1e-5)
     for segments in (1, 2):
         graphs = lm.session(graphs=True, segments=segments)
         np.testing.assert_allclose(graphs.rows(context, 140), eager, rtol=0, atol=1e-5)

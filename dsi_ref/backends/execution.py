@@ -56,7 +56,7 @@ from ..verification import (
     VerifyRule,
     as_rule,
 )
-from .torch_lm import BackendError, BackendLM, SessionLike
+from .torch_lm import BackendError, BackendLM, BatchedSession, SessionLike, TorchLM
 
 __all__ = ["Engine", "vectorised_rule"]
 
@@ -229,6 +229,83 @@ class _Server:
                             else ("preempted", job.task, None, seconds))
 
 
+class _BatchedServer:
+    """All target servers as rows of one `BatchedSession`, served by one thread: each round
+    takes every waiting task (one per server row) and runs them as one batched forward."""
+
+    def __init__(self, session: BatchedSession, outbox: queue.Queue[Any],
+                 cancelled: set[int]) -> None:
+        self.session, self.outbox, self.cancelled = session, outbox, cancelled
+        self.inbox: queue.Queue[tuple[int, _Job] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, name="dsi-target-batched",
+                                       daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        deferred: list[tuple[int, _Job]] = []
+        stop = False
+        while True:
+            items, deferred = deferred, []
+            if not items:
+                if stop:
+                    return
+                first = self.inbox.get()
+                if first is None:
+                    return
+                items.append(first)
+            while True:                        # everything submitted meanwhile joins the round
+                try:
+                    item = self.inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                items.append(item)
+            batch: dict[int, _Job] = {}
+            for slot, job in items:
+                if job.task.id in self.cancelled:   # preempted before it started
+                    self.outbox.put(("skipped", job.task, None, 0.0))
+                elif slot in batch:                 # that server row is busy this round
+                    deferred.append((slot, job))
+                else:
+                    batch[slot] = job
+            if batch:
+                self._round(batch)
+
+    def _round(self, batch: dict[int, _Job]) -> None:
+        ids = [job.task.id for job in batch.values()]
+        began = time.perf_counter()
+        try:   # stops between segments once every task of the round is preempted
+            rows = self.session.rows_batch(
+                {slot: (job.tokens, job.count) for slot, job in batch.items()},
+                lambda: all(i in self.cancelled for i in ids))
+        except BaseException as error:
+            for job in batch.values():
+                self.outbox.put(("error", job.task, error, 0.0))
+            return
+        seconds = time.perf_counter() - began
+        for slot, job in batch.items():
+            self.outbox.put(("done", job.task, rows[slot], seconds) if rows is not None
+                            else ("preempted", job.task, None, seconds))
+
+
+@dataclass(frozen=True)
+class _SlotInbox:
+    server: _BatchedServer
+    slot: int
+
+    def put(self, job: _Job) -> None:
+        self.server.inbox.put((self.slot, job))
+
+
+@dataclass(frozen=True)
+class _SlotProxy:
+    """Server ``slot`` of a `_BatchedServer`, as `_WallClockDSI` sees a server."""
+
+    inbox: _SlotInbox
+
+
 class _WallClockDSI(DSIRun):
     """`DSIRun` with real forwards: drafter in this thread, target servers as threads."""
 
@@ -367,16 +444,25 @@ class Engine:
             the committer and every rule are unchanged (so are the tokens), but the
             frontier task no longer runs at full speed, so DSI's "never slower than non-SI"
             argument does not apply to it. Off by default (the faithful DSI).
+        batched: the ``sp_degree`` target servers are the rows of one batched session served
+            by one thread: a task starts at the next batched forward (up to one forward late,
+            unlike the event model's idle server), and the forwards of concurrent tasks cost
+            about one batch-1 forward on a latency-bound GPU instead of slowing each other
+            down. `TorchLM` targets only.
     """
 
     def __init__(self, target: BackendLM, drafter: BackendLM | None = None, *,
                  graphs: bool | None = None, segments: int = 4,
-                 frontier_yields: bool = False) -> None:
+                 frontier_yields: bool = False, batched: bool = False) -> None:
         if drafter is not None and drafter.device != target.device:
             raise BackendError(f"target on {target.device} but drafter on {drafter.device}")
         self.target, self.drafter_lm, self.graphs = target, drafter, graphs
         self.segments = segments
         self.gate = _Yield(frontier_yields)
+        if batched and not isinstance(target, TorchLM):
+            raise BackendError("batched=True needs a TorchLM target (a BatchedSession)")
+        self.batched = batched
+        self._batched: dict[int, _BatchedServer] = {}
         self.device = target.device
         high = -1 if self.device.type == "cuda" else 0   # the more urgent CUDA stream priority
         self.target_session = target.session(graphs=graphs, priority=high)
@@ -401,12 +487,15 @@ class Engine:
             raise BackendError("this Engine has no drafter: pass drafter= for SI and DSI")
         return self._drafter_session
 
-    def servers(self, count: int) -> list[_Server]:
+    def servers(self, count: int) -> Sequence[_Server | _SlotProxy]:
         """At least ``count`` target servers (threads started on first use, then reused).
 
         Server 0 (the frontier server when ``sp_degree >= 2``) gets the lowest stream priority,
         the verification servers the highest.
         """
+        if self.batched:
+            server = self.batched_server(count)
+            return [_SlotProxy(_SlotInbox(server, slot)) for slot in range(count)]
         while len(self._servers) < count:
             index = len(self._servers)
             session = self.target.session(graphs=self.graphs, segments=self.segments,
@@ -415,13 +504,24 @@ class Engine:
                                          self.gate))
         return self._servers[:count]
 
+    def batched_server(self, slots: int) -> _BatchedServer:
+        """The batched server with ``slots`` rows (started on first use, then reused)."""
+        if slots not in self._batched:
+            assert isinstance(self.target, TorchLM)
+            session = BatchedSession(self.target, slots, graphs=self.graphs,
+                                     segments=self.segments, priority=self._high)
+            self._batched[slots] = _BatchedServer(session, self.outbox, self.cancelled)
+        return self._batched[slots]
+
     def close(self) -> None:
         """Stop the server threads."""
-        for server in self._servers:
+        servers: list[_Server | _BatchedServer] = [*self._servers, *self._batched.values()]
+        for server in servers:
             server.inbox.put(None)
-        for server in self._servers:
+        for server in servers:
             server.thread.join()
         self._servers = []
+        self._batched = {}
 
     def __enter__(self) -> Engine:
         return self
@@ -529,6 +629,11 @@ class Engine:
         config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
         self.drafter_session.rows(prompt, 1)                       # prefill everything, untimed
-        for server in self.servers(sp_degree):
-            server.session.rows(prompt, 1)
+        if self.batched:
+            self.batched_server(sp_degree).session.rows_batch(
+                dict.fromkeys(range(sp_degree), (prompt, 1)))
+        else:
+            for server in self.servers(sp_degree):
+                assert isinstance(server, _Server)
+                server.session.rows(prompt, 1)
         return _WallClockDSI(self, prompt, max_new_tokens, rng, config).run()

@@ -45,6 +45,7 @@ __all__ = [
     "PRESETS",
     "BackendError",
     "BackendLM",
+    "BatchedSession",
     "KVCache",
     "ModelConfig",
     "Session",
@@ -240,7 +241,8 @@ class Transformer(torch.nn.Module):
                 hidden: torch.Tensor | None = None,
                 layers: tuple[int, int] | None = None) -> torch.Tensor:
         """Logits [B, L, V] (float32, or float64 for a float64 model) for ``tokens`` [B, L] at
-        absolute ``positions`` [L]; writes their keys/values into ``cache`` at those positions.
+        absolute ``positions`` [L] (or [B, L]: each row at its own positions); writes their
+        keys/values into ``cache`` at those positions.
 
         With ``layers=(l0, l1)`` only those blocks run: the input is ``hidden`` (the residual
         stream [B, L, d_model] after block ``l0 - 1``; the embedding when ``l0 == 0``) and the
@@ -253,15 +255,26 @@ class Transformer(torch.nn.Module):
         x = F.embedding(tokens, self.embed) if l0 == 0 else hidden
         if x is None:
             raise BackendError(f"forward from block {l0} needs the hidden state (hidden=)")
-        cos, sin = self.cos[positions], self.sin[positions]
-        mask = self.key_positions[None, :] <= positions[:, None]            # [L, capacity]
+        per_row = positions.dim() == 2      # [B, L]: each row at its own positions
+        if per_row:
+            cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+            mask = (self.key_positions[None, None, :]
+                    <= positions[:, :, None]).unsqueeze(1)                   # [B, 1, L, cap]
+            index = positions[:, None, :, None].expand(b, c.n_heads, length, c.head_dim)
+        else:
+            cos, sin = self.cos[positions], self.sin[positions]
+            mask = self.key_positions[None, :] <= positions[:, None]        # [L, capacity]
         for i in range(l0, l1):
             h = _rms_norm(x, self.norm1[i])
             q, k, v = F.linear(h, self.wqkv[i]).view(b, length, 3, c.n_heads, c.head_dim) \
                 .permute(2, 0, 3, 1, 4)                                      # 3 x [B, H, L, D]
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-            cache.keys[i].index_copy_(2, positions, k)
-            cache.values[i].index_copy_(2, positions, v)
+            if per_row:
+                cache.keys[i].scatter_(2, index, k)
+                cache.values[i].scatter_(2, index, v)
+            else:
+                cache.keys[i].index_copy_(2, positions, k)
+                cache.values[i].index_copy_(2, positions, v)
             attn = F.scaled_dot_product_attention(q, cache.keys[i], cache.values[i],
                                                   attn_mask=mask)            # [B, H, L, D]
             x = x + F.linear(attn.transpose(1, 2).reshape(b, length, c.d_model), self.wo[i])
@@ -284,10 +297,11 @@ class _Graph:
     (static token, position, hidden-state and logit buffers)."""
 
     def __init__(self, model: Transformer, cache: KVCache, length: int,
-                 stream: torch.cuda.Stream, pool: Any, segments: int) -> None:
+                 stream: torch.cuda.Stream, pool: Any, segments: int, batch: int = 1) -> None:
         device = model.embed.device
-        self.tokens = torch.zeros(1, length, dtype=torch.long, device=device)
-        self.positions = torch.arange(length, device=device)
+        self.tokens = torch.zeros(batch, length, dtype=torch.long, device=device)
+        self.positions = torch.arange(length, device=device) if batch == 1 \
+            else torch.arange(length, device=device).repeat(batch, 1)        # [B, L]
         bounds = model.segments(segments)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
@@ -480,6 +494,140 @@ def describe_device(device: str) -> str:
     name = torch.cuda.get_device_name(torch.device(device)) \
         if torch.device(device).type == "cuda" else "cpu"
     return f"{name}, torch {torch.__version__}"
+
+
+class BatchedSession:
+    """``slots`` sequences in one static cache [layers, slots, ...]: one forward serves every
+    slot that has work. On one GPU, batch-1 forwards are latency-bound, so a forward of a few
+    rows costs about one of a single row; DSI's target servers can then be batch rows
+    (``Engine(batched=True)``) instead of streams that slow each other down.
+
+    Args:
+        lm: the model.
+        slots: number of rows (one per target server).
+        graphs: CUDA graphs (default: on CUDA), one set per query length, for all rows at once.
+        segments: layer segments per forward (preemption points, see `Session`).
+    """
+
+    def __init__(self, lm: TorchLM, slots: int, *, graphs: bool | None = None,
+                 segments: int = 1, priority: int = 0) -> None:
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise BackendError(f"slots must be an int >= 1, got {slots!r}")
+        self.lm, self.model, self.slots = lm, lm.model, slots
+        self.cache = self.model.new_cache(slots)
+        self.tokens: list[list[int]] = [[] for _ in range(slots)]
+        self.cuda = self.model.embed.device.type == "cuda"
+        self.graphs = self.cuda if graphs is None else graphs
+        if self.graphs and not self.cuda:
+            raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
+        self.segments = self.model.segments(segments)
+        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
+            self.model.embed.device, priority=priority) if self.cuda else None
+        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self._captured: dict[int, _Graph] = {}
+        self.forwards = 0
+
+    def capture(self) -> None:
+        """Capture every power-of-two query length up to `MAX_GRAPH_LENGTH` for all rows."""
+        assert self.stream is not None
+        with torch.inference_mode():
+            length = 1
+            while length <= MAX_GRAPH_LENGTH:
+                self._captured[length] = _Graph(self.model, self.cache, length, self.stream,
+                                                self._pool, len(self.segments), self.slots)
+                length *= 2
+        self.tokens = [[] for _ in range(self.slots)]
+
+    def rows_batch(self, jobs: dict[int, tuple[Sequence[int], int]],
+                   cancelled: Callable[[], bool] | None = None) -> dict[int, np.ndarray] | None:
+        """For each ``slot: (context, count)``, the rows of `Session.rows` — computed by shared
+        forwards over all slots; ``None`` when ``cancelled()`` turns true between segments."""
+        if self.graphs and not self._captured:
+            self.capture()
+        pending: dict[int, list[int]] = {}
+        starts: dict[int, int] = {}
+        wanted: dict[int, int] = {}
+        for slot, (context, count) in jobs.items():
+            if not 0 <= slot < self.slots:
+                raise BackendError(f"slot {slot} is not one of 0..{self.slots - 1}")
+            seq = [self.lm.bos, *context]
+            if not 1 <= count <= len(seq) or len(seq) > self.model.config.max_seq_len:
+                raise BackendError(f"slot {slot}: count {count} or length {len(seq)} out of "
+                                   f"range (max_seq_len {self.model.config.max_seq_len})")
+            held = self.tokens[slot]
+            n = 0
+            while n < min(len(seq), len(held)) and seq[n] == held[n]:
+                n += 1
+            starts[slot] = min(n, len(seq) - count)
+            pending[slot] = seq
+            wanted[slot] = count
+        out: dict[int, list[torch.Tensor]] = {slot: [] for slot in jobs}
+        device = self.model.embed.device
+        with contextlib.ExitStack() as stack:
+            if self.stream is not None:
+                stack.enter_context(torch.cuda.stream(self.stream))
+            stack.enter_context(torch.inference_mode())
+            offset = dict.fromkeys(jobs, 0)
+            while any(starts[s] + offset[s] < len(pending[s]) for s in jobs):
+                chunks = {s: pending[s][starts[s] + offset[s]:][:MAX_GRAPH_LENGTH] for s in jobs}
+                longest = max(len(c) for c in chunks.values())
+                length = 1 << (longest - 1).bit_length() if self.graphs else longest
+                tokens = [[0] * length for _ in range(self.slots)]
+                positions = []
+                for slot in range(self.slots):
+                    chunk = chunks.get(slot, [])
+                    first = starts[slot] + offset[slot] if slot in jobs \
+                        else len(self.tokens[slot])   # idle row: writes past its valid length
+                    tokens[slot][:len(chunk)] = chunk
+                    positions.append(list(range(first, first + length)))
+                logits = self._run(tokens, positions, cancelled, device)
+                if logits is None:
+                    for slot in jobs:       # later blocks never saw the new tokens
+                        self.tokens[slot] = pending[slot][:starts[slot] + offset[slot]]
+                    return None
+                for slot, chunk in chunks.items():
+                    if chunk:
+                        out[slot].append(logits[slot, :len(chunk)].clone())
+                    offset[slot] += len(chunk)
+            result: dict[int, torch.Tensor] = {}
+            for slot in jobs:
+                self.tokens[slot] = pending[slot]
+                logits_slot = torch.cat(out[slot])[-wanted[slot]:]
+                result[slot] = torch.softmax(logits_slot.double(), dim=-1).to(
+                    "cpu", non_blocking=self.stream is not None)
+            self.forwards += 1
+        if self.stream is not None:
+            self.stream.synchronize()
+        return {slot: rows.numpy() for slot, rows in result.items()}
+
+    def _run(self, tokens: list[list[int]], positions: list[list[int]],
+             cancelled: Callable[[], bool] | None,
+             device: torch.device) -> torch.Tensor | None:
+        length = len(tokens[0])
+        if not self.graphs:
+            t = torch.tensor(tokens, dtype=torch.long, device=device)
+            pos = torch.tensor(positions, dtype=torch.long, device=device)
+            hidden: torch.Tensor | None = None
+            for i, layers in enumerate(self.segments):
+                if i and cancelled is not None and cancelled():
+                    return None
+                hidden = self.model(t, pos, self.cache, hidden=hidden, layers=layers)
+            return hidden
+        graph = self._captured[length]
+        assert self.stream is not None
+        graph.tokens.copy_(torch.tensor(tokens, dtype=torch.long), non_blocking=True)
+        graph.positions.copy_(torch.tensor(positions, dtype=torch.long), non_blocking=True)
+        done: list[torch.cuda.Event] = []
+        for i, segment in enumerate(graph.graphs):
+            if i >= 2:
+                done[i - 2].synchronize()
+            if i and cancelled is not None and cancelled():
+                return None
+            segment.replay()
+            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            event.record(self.stream)
+            done.append(event)
+        return graph.logits
 
 
 class SessionLike(Protocol):

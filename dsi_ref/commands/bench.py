@@ -117,7 +117,7 @@ def _bench(args: argparse.Namespace) -> int:
           f"{drafter.name} ({_millions(drafter)}M), {args.dtype} on {where}; "
           f"{args.prompts} prompts x {args.new_tokens} new tokens, "
           f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}, "
-          f"frontier_yields={args.frontier_yields}",
+          f"frontier_yields={args.frontier_yields}, batched={args.batched}",
           flush=True)
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
@@ -140,8 +140,8 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"table row written to {args.table_row} (dsi-ref table --rows {args.table_row})")
 
     results: list[dict[str, Any]] = []
-    with Engine(target, drafter, segments=args.segments,
-                frontier_yields=args.frontier_yields) as engine:
+    with Engine(target, drafter, segments=args.segments, frontier_yields=args.frontier_yields,
+                batched=args.batched) as engine:
         warm = prompts[0]
         for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
             engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
@@ -156,7 +156,7 @@ def _bench(args: argparse.Namespace) -> int:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
                        "new_tokens": args.new_tokens, "segments": args.segments,
-                       "frontier_yields": args.frontier_yields,
+                       "frontier_yields": args.frontier_yields, "batched": args.batched,
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0
@@ -261,6 +261,8 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--frontier-yields", action="store_true",
                    help="one-GPU policy: frontier forwards wait while a verification forward "
                    "runs (see Engine); off = the faithful DSI")
+    p.add_argument("--batched", action="store_true",
+                   help="target servers as the rows of one batched forward (one GPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",
