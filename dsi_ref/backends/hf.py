@@ -119,8 +119,8 @@ class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-
 
         With a cache, ``input_ids`` are the new tokens only and the cache holds the earlier ones.
         Padding is not interpreted (``attention_mask`` is ignored): use batches without padding.
-        A BOS id later in a sequence is passed to the toy model like any token (a context-free
-        toy model answers; a context-dependent one raises `InvalidDistributionError`).
+        A BOS id later in a sequence (emitted only by a wrong decoder: its probability is 0) is
+        passed to the toy model like any token; a toy model that cannot answer raises its error.
         """
         batch, new = input_ids.shape
         ids = input_ids.to(torch.float64).reshape(batch, 1, new, 1)
