@@ -83,3 +83,11 @@ def test_table_command_prints_speedups_and_writes_csv_and_plot(
 def test_table_row_validation_names_the_row() -> None:
     with pytest.raises(dr.InvalidParameterError, match="bad row: sp_degree"):
         TableRow("bad row", F(1), F(1), F(1), F(1), F(1, 2), sp_degree=0)
+
+
+@pytest.mark.parametrize("argv", [["heatmap", "--jobs", "0"], ["heatmap", "--ndim", "x"],
+                                  ["table", "--n-tokens", "-3"], ["table", "--lookaheads", "a-b"]])
+def test_commands_reject_bad_numbers_with_a_usage_error(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
