@@ -142,6 +142,20 @@ def _variables(symbols: Iterable[Any]) -> dict[Any, Any]:
             for s in sorted(symbols, key=lambda s: s.name)}
 
 
+def _assumptions(symbol: Any, variable: Any) -> list[Any]:
+    """z3 constraints for a sympy symbol's sign assumptions (integrality is the sort)."""
+    out = []
+    if symbol.is_positive:
+        out.append(variable > 0)
+    elif symbol.is_nonnegative:
+        out.append(variable >= 0)
+    if symbol.is_negative:
+        out.append(variable < 0)
+    elif symbol.is_nonpositive:
+        out.append(variable <= 0)
+    return out
+
+
 def _model_value(value: Any) -> Fraction | int | str:
     if z3.is_int_value(value):
         return int(value.as_long())
@@ -166,7 +180,10 @@ class Check:
 
 def check_claim(hypotheses: Iterable[Any], claim: Any, *, seed: int = SEED,
                 timeout_ms: int = TIMEOUT_MS, rlimit: int = RLIMIT) -> Check:
-    """Prove ``hypotheses ⟹ claim`` by refutation (sympy booleans in, a `Check` out)."""
+    """Prove ``hypotheses ⟹ claim`` by refutation (sympy booleans in, a `Check` out).
+
+    The sign assumptions of the sympy symbols (``a ≥ 0``, ``c > 0``, ``k ≥ 1``: those sympy may
+    already have used to simplify a relation) are asserted too, integer symbols are z3 Ints."""
     hypotheses = [sympy.sympify(h) for h in hypotheses]
     claim = sympy.sympify(claim)
     symbols: set[Any] = set(claim.free_symbols)
@@ -175,6 +192,8 @@ def check_claim(hypotheses: Iterable[Any], claim: Any, *, seed: int = SEED,
     env = _variables(symbols)
     solver = make_solver(seed=seed, timeout_ms=timeout_ms, rlimit=rlimit)
     memo: dict[Any, Any] = {}
+    for symbol, variable in env.items():  # sympy may have used these to simplify: z3 must too
+        solver.add(*_assumptions(symbol, variable))
     for h in hypotheses:
         solver.add(to_z3(h, env, memo))
     solver.add(z3.Not(to_z3(claim, env, memo)))
