@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__
-from .commands import TOP_SECTIONS, bench, heatmap, table, timeline
+from .commands import TOP_SECTIONS, bench, heatmap, table, theorems, timeline
 from .report import SECTIONS, Section, SectionSpec, render_section
 
 __all__ = ["COMMANDS", "main"]
@@ -71,6 +71,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore
     bench.install,
     heatmap.install,
     table.install,
+    theorems.install,
     timeline.install,
 ]
 

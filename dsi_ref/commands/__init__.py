@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ..report import SectionSpec
 from .hf_audit import SECTION as HF_SECTION
+from .theorems import SECTION as THEOREMS_SECTION
 
 __all__ = ["TOP_SECTIONS"]
 
 #: Audit sections defined on the top floor, run after the core's sections.
-TOP_SECTIONS: list[SectionSpec] = [HF_SECTION]
+TOP_SECTIONS: list[SectionSpec] = [THEOREMS_SECTION, HF_SECTION]

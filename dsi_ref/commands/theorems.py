@@ -1,0 +1,71 @@
+"""The ``theorems`` audit section and ``dsi-ref theorems``: every latency theorem of `proofs`
+(z3 on `theory`'s closed forms) with its verdict, solver time and counterexample.
+
+The verdicts are deterministic (seeded solvers with resource limits); the solver-time column
+varies from run to run. The section fails when a verdict differs from the theorem's expected one
+(an UNKNOWN included: it never counts as proved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from proofs import THEOREMS, TheoremResult, prove, render_markdown, render_text
+from proofs.table import COLUMNS, rows, summary
+
+from ..report import Section, SectionSpec, progress_bar
+
+__all__ = ["SECTION", "install", "theorems_section"]
+
+
+def _prove_all(progress: bool) -> list[TheoremResult]:
+    return [prove(t) for t in progress_bar(THEOREMS, total=len(THEOREMS), desc="theorems",
+                                           enabled=progress)]
+
+
+def theorems_section(*, quick: bool = False, progress: bool = True) -> Section:
+    """Prove every theorem; one row each (``quick`` changes nothing: the section is fast)."""
+    start = time.perf_counter()
+    section = Section("theorems", "Latency theorems (z3 on theory's closed forms)", COLUMNS)
+    results = _prove_all(progress)
+    section.rows = [tuple(row) for row in rows(results)]
+    section.ok = all(r.as_expected for r in results)
+    section.notes = [summary(results),
+                     "verdicts are deterministic (seeded, resource-limited z3); solver times vary",
+                     "details: python -m proofs (wording and method of each theorem); "
+                     "docs/theory.md"]
+    section.seconds = time.perf_counter() - start
+    return section
+
+
+SECTION = SectionSpec("theorems", theorems_section)
+
+
+def _run(args: argparse.Namespace) -> int:
+    results = [prove(t) for t in progress_bar(
+        [t for t in THEOREMS if not args.theorem or t.name in args.theorem],
+        total=len(args.theorem or THEOREMS), desc="theorems", enabled=not args.no_progress)]
+    unknown = set(args.theorem or ()) - {t.name for t in THEOREMS}
+    if unknown:
+        print(f"unknown theorem(s): {', '.join(sorted(unknown))}; known: "
+              f"{', '.join(t.name for t in THEOREMS)}")
+        return 2
+    render = render_markdown if args.markdown else render_text
+    print(render(results, times=not args.no_times))
+    return 0 if all(r.as_expected for r in results) else 1
+
+
+def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``dsi-ref theorems``."""
+    p = sub.add_parser("theorems", help="prove the latency theorems with z3 (verdict table)",
+                       description="Prove every latency theorem of the paper (per lookahead "
+                       "k = 1..32 where powers of a appear) on theory's closed forms and print "
+                       "PROVED / REFUTED (with a counterexample) / UNKNOWN. Exit status 1 when a "
+                       "verdict is not the expected one. Same as python -m proofs.")
+    p.add_argument("--theorem", action="append", metavar="NAME", help="only this theorem "
+                   "(repeatable): " + ", ".join(t.name for t in THEOREMS))
+    p.add_argument("--no-times", action="store_true", help="omit solver times (deterministic)")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table (docs/theory.md)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_run)
