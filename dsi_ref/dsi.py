@@ -46,6 +46,10 @@ class DSIConfig:
         sample_drafts_at: ``"end"`` (default) samples a draft when its forward completes;
             ``"start"`` samples it when the forward starts, so that a scheduler may see the
             content of a forward still in flight (the content-aware adversary).
+        record: keep the trace and the counters (default). ``False`` gives a lean run (empty
+            ``trace`` and ``stats``) whose exact enumeration merges every two paths that agree
+            on what the future depends on — far fewer paths; use it when only ``tokens`` and
+            ``time`` matter (see Note: why a lean run merges more, in `DSIRun.state`).
     """
 
     lookahead: int
@@ -54,6 +58,7 @@ class DSIConfig:
     verify: VerifyRule | Rule = "rejection"
     queue: QueuePolicy = "fifo"
     sample_drafts_at: Literal["end", "start"] = "end"
+    record: bool = True
 
     def __post_init__(self) -> None:
         for name in ("lookahead", "sp_degree"):
@@ -71,6 +76,8 @@ class DSIConfig:
             raise InvalidParameterError("sample_drafts_at must be 'end' or 'start'")
         if not isinstance(self.latency, Latency):
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
+        if not isinstance(self.record, bool):
+            raise InvalidParameterError(f"record must be a bool, got {self.record!r}")
 
 
 @dataclass(eq=False)
@@ -334,12 +341,27 @@ class DSIRun:
 
     # -- the event loop ------------------------------------------------------------------------
     def state(self) -> tuple[object, ...]:
-        return (tuple(self.committed), tuple(self.drafts), self.window_start,
+        """Everything the rest of the run depends on, for the exact engine's merge points.
+
+        Note: why a lean run merges more. The future of the run — which events happen when,
+        which tokens are committed — depends on the committed tokens, the drafts, the task and
+        draft in flight (context, timing, server), the queue, the rows supplied and the clock,
+        but not on the trace, the counters or the tasks' ids (which only name tasks in labels).
+        A recording run returns its trace and counters, so they must be part of the state; a
+        lean run (``record=False``) returns neither, so paths with different histories but the
+        same future merge.
+        """
+        lean = (tuple(self.committed), tuple(self.drafts), self.window_start,
                 self.drafting.key() if self.drafting else None,
-                tuple(t.key() for t in self.tasks), tuple(t.key() for t in self.queue),
-                self.frontier_waiting.key() if self.frontier_waiting else None,
+                tuple(t.key()[1:] for t in self.tasks), tuple(t.key()[1:] for t in self.queue),
+                self.frontier_waiting.key()[1:] if self.frontier_waiting else None,
                 tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()),
-                self.now, tuple(self.trace), tuple(self.stats.items()), self.next_id)
+                self.now)
+        if not self.cfg.record:
+            return lean
+        return (*lean, tuple(t.id for t in self.tasks), tuple(t.id for t in self.queue),
+                self.frontier_waiting.id if self.frontier_waiting else None, tuple(self.trace),
+                tuple(self.stats.items()), self.next_id)
 
     def run(self) -> Run:
         hint = merge_hint(self.rng)
@@ -365,20 +387,25 @@ class DSIRun:
                         self.finish_draft(event)
                 elif event in self.tasks:
                     self.finish_task(event)
+        if not self.cfg.record:
+            return Run(tuple(self.committed), self.now)
         return Run(tuple(self.committed), self.now, tuple(self.trace), dict(self.stats))
 
 
 def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
         max_new_tokens: int, rng: Randomness, lookahead: int = 2, sp_degree: int = 2,
         latency: Latency | None = None, verify: VerifyRule | Rule = "rejection",
-        queue: QueuePolicy = "fifo", *, sample_drafts_at: Literal["end", "start"] = "end") -> Run:
+        queue: QueuePolicy = "fifo", *, sample_drafts_at: Literal["end", "start"] = "end",
+        record: bool = True) -> Run:
     """Distributed speculative inference on the virtual clock (docs/dsi-semantics.md).
 
     Returns a `Run`: the committed tokens (lossless for every scheduler that cannot see drafts
     in flight — `dsi_ref.schedulers` states and checks the classes), the latency (time of the
     last commit) and the trace (drafts, verify/frontier forwards, waits, preemptions, commits).
+    ``record=False`` returns no trace and no counters, and lets the exact engine merge far more
+    paths (`DSIConfig`); the law of ``(tokens, time)`` is the same.
     """
     config = DSIConfig(lookahead, sp_degree, latency or Latency(), verify, queue,
-                       sample_drafts_at)
+                       sample_drafts_at, record)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter)
     return DSIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

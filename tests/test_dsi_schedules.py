@@ -114,3 +114,39 @@ def test_dsi_default_arguments_just_work() -> None:
     run = dsi(pair.target, pair.drafter, (), 4, Sampler(0), lookahead=2, sp_degree=2)
     assert len(run.tokens) == 4 and run.time > 0
     assert DSIConfig(2, 2).latency == Latency()
+
+
+@given(st.data())
+def test_a_lean_run_has_the_same_law_of_tokens_and_time_as_a_recording_run(
+        data: st.DataObject) -> None:
+    """``record=False`` drops the trace and counters so that the exact engine merges paths with
+    different histories; what the future depends on is unchanged, so the joint law of the tokens
+    and the latency is the same."""
+    target, drafter = data.draw(model_pairs(max_vocab=2, max_context=1), label="pair")
+    n = data.draw(st.integers(1, 3), label="max_new_tokens")
+    kwargs: dict[str, Any] = {
+        "lookahead": data.draw(lookaheads(2), label="lookahead"),
+        "sp_degree": data.draw(st.integers(1, 3), label="sp_degree"),
+        "queue": data.draw(st.sampled_from(QUEUE_POLICIES), label="queue"),
+        "latency": data.draw(latencies(random=True), label="latency"),
+        "verify": data.draw(st.sampled_from(VERIFY_RULES), label="verify"),
+    }
+
+    def law(record: bool, scheduler: Any, with_time: bool) -> dict[Any, F]:
+        def program(rng: Any) -> object:
+            run = dsi(target, drafter, (), n, rng, record=record, **kwargs)
+            return (run.tokens, run.time) if with_time else run.tokens
+        return exact_distribution(program, scheduler=scheduler)
+
+    # the latency may depend on the schedule: its joint law is compared per fixed scheduler
+    for policy in ("first", "last"):
+        assert law(False, policy, True) == law(True, policy, True)
+    assert law(False, None, False) == law(True, None, False)  # every schedule
+
+
+def test_a_lean_run_records_nothing() -> None:
+    pair = next(p for p in default_suite() if p.name == "bigram")
+    lean = dsi(pair.target, pair.drafter, (), 4, Sampler(3), record=False)
+    full = dsi(pair.target, pair.drafter, (), 4, Sampler(3))
+    assert (lean.tokens, lean.time) == (full.tokens, full.time)
+    assert lean.trace == () and dict(lean.stats) == {} and full.trace
