@@ -24,7 +24,9 @@ Differences from the virtual clock, stated (see docs/gpu-backend.md):
 * **Committer latency.** The committer runs between the drafter's forwards, so a finished task is
   handled at most one drafter forward (``c``) after it finishes.
 * **One GPU.** On one device the servers' streams share the GPU: their forwards overlap only as
-  far as the hardware lets them (the frontier server gets the lowest stream priority).
+  far as the hardware lets them (the frontier server gets the lowest stream priority;
+  ``frontier_yields`` holds frontier forwards back; ``batched`` makes the servers rows of one
+  batched forward instead). docs/gpu-backend.md has the measurements.
 """
 
 from __future__ import annotations
