@@ -5,8 +5,10 @@ deterministic."""
 from __future__ import annotations
 
 import io
+import re
 from contextlib import redirect_stdout
 from fractions import Fraction as F
+from pathlib import Path
 
 import pytest
 import sympy
@@ -32,6 +34,8 @@ from proofs.theorems import X, event_abstract, event_spread
 
 pytestmark = pytest.mark.smt
 a, c = theory.a, theory.c
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "theory.md"
+TABLE = re.compile(r"<!-- proofs-table:begin -->\n(.*?)<!-- proofs-table:end -->", re.S)
 FAST = ["sp_requirement_sufficient", "sp_requirement_below_waits", "event_draft_ready",
         "event_draft_ready_c_above_1"]
 
@@ -143,3 +147,10 @@ def test_python_m_proofs_exit_status_and_unknown_name() -> None:
         assert main(["--no-times", "--theorem", "event_draft_ready"]) == 0
     assert "event_draft_ready" in out.getvalue() and "PROVED" in out.getvalue()
     assert main(["--theorem", "no_such_theorem"]) == 2
+
+
+def test_theory_page_verdict_table_is_the_generated_one(results: list[TheoremResult]) -> None:
+    """docs/theory.md's table is ``python -m proofs --markdown --no-times`` (fails if stale)."""
+    match = TABLE.search(PAGE.read_text())
+    assert match, "docs/theory.md lost its proofs-table markers"
+    assert match.group(1).strip() == render_markdown(results, times=False).strip()
