@@ -31,7 +31,7 @@ from dsi_ref.statistical import POLICY_ALPHA, POLICY_MISS, Alternative, statisti
 from dsi_ref.suite import default_suite  # noqa: E402
 from dsi_ref.zoo import MUTANTS  # noqa: E402
 
-pytestmark = [pytest.mark.torch, pytest.mark.statistical]
+pytestmark = pytest.mark.torch
 VERSION = f"transformers {transformers.__version__}, torch {torch.__version__}"
 
 
@@ -41,6 +41,7 @@ def _assert_lossless(report: dr.statistical.StatisticalReport, what: str) -> Non
     assert report.verdict == "lossless", f"{what} ({VERSION}):\n{report}"
 
 
+@pytest.mark.statistical
 def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
     # Fast variant: HF's default assistant settings, vocabulary 4, 3 new tokens,
     # power >= 0.99 against every law at TV >= 0.1.
@@ -50,11 +51,13 @@ def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
     _assert_lossless(report, "HF assisted generation (default assistant settings)")
 
 
+@pytest.mark.statistical
 def test_hf_plain_sampling_control_is_lossless_at_stated_power() -> None:
     report = audit_hf_assisted(HFAuditConfig(epsilon=0.2), drafter=False)
     _assert_lossless(report, "HF plain sampling")
 
 
+@pytest.mark.statistical
 def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -> None:
     pair = default_suite()[1]
     reports = audit_own_decoders(dr.suite.ModelPair(pair.name, pair.target, pair.drafter, (), 3),
@@ -64,6 +67,7 @@ def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -
         _assert_lossless(report, f"{name} through the torch adapter")
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("via", ["sampler", "torch"])
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via: str) -> None:
@@ -76,6 +80,7 @@ def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via
 
 
 @pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("settings", [
     {"num_assistant_tokens": 2, "schedule": "constant", "confidence_threshold": 0.0},
     {"num_assistant_tokens": 1, "schedule": "heuristic", "confidence_threshold": 0.0},
@@ -86,6 +91,7 @@ def test_hf_assisted_generation_is_lossless_in_more_settings(settings: dict[str,
     _assert_lossless(report, f"HF assisted generation {settings}")
 
 
+@pytest.mark.statistical
 @pytest.mark.slow
 def test_hf_assisted_generation_with_logits_processing_targets_the_processed_law() -> None:
     config = HFAuditConfig(processing=Processing(temperature=0.7, top_k=3, top_p=0.9),
@@ -93,6 +99,7 @@ def test_hf_assisted_generation_with_logits_processing_targets_the_processed_law
     _assert_lossless(audit_hf_assisted(config), "HF assisted generation, T=0.7 top-k 3 top-p 0.9")
 
 
+@pytest.mark.statistical
 @pytest.mark.slow
 def test_hf_assisted_generation_on_random_weight_llamas_is_lossless() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
