@@ -38,6 +38,8 @@ class Theorem:
         expected: PROVED for a theorem, REFUTED for a negative result (an assumption dropped on
             purpose); the audit fails when the verdict differs.
         dropped: for a negative result, the assumption that was dropped.
+        witness: optional ``(counterexample, k) -> text`` describing what the counterexample
+            means (e.g. the schedule in which a task waits), shown under the table.
     """
 
     name: str
@@ -48,6 +50,7 @@ class Theorem:
     instances: tuple[int | None, ...] = (None,)
     expected: Verdict = Verdict.PROVED
     dropped: str = ""
+    witness: Callable[[dict[str, Any], int | None], str] | None = None
 
     def __post_init__(self) -> None:
         if not self.instances:

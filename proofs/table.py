@@ -51,6 +51,8 @@ def render_text(results: Sequence[TheoremResult], *, times: bool = True) -> str:
         lines.append(f"    method: {t.method}")
         if t.dropped:
             lines.append(f"    dropped assumption: {t.dropped}")
+        if t.witness is not None and r.counterexample is not None:
+            lines.append(f"    witness: {t.witness(r.counterexample, r.counterexample_k)}")
     return "\n".join(lines)
 
 
@@ -62,7 +64,10 @@ def render_markdown(results: Sequence[TheoremResult], *, times: bool = False) ->
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
         t = r.theorem
-        cells = [f"`{t.name}`", t.wording + (f" *Drops: {t.dropped}.*" if t.dropped else ""),
+        witness = (f" Witness: {t.witness(r.counterexample, r.counterexample_k)}."
+                   if t.witness is not None and r.counterexample is not None else "")
+        cells = [f"`{t.name}`",
+                 t.wording + (f" *Drops: {t.dropped}.*" if t.dropped else "") + witness,
                  t.range_label, f"**{r.verdict.value}**",
                  r.counterexample_text() if r.counterexample is not None else (r.reason or "-")]
         if times:

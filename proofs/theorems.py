@@ -35,6 +35,7 @@ from theory import (
     si_latency_per_token,
     si_lookahead_step,
     sp_requirement,
+    sp_witness_schedule,
 )
 
 from .core import Theorem
@@ -134,6 +135,15 @@ def _event_step(c_max: Any) -> list[Any]:
 def _decision() -> Any:
     """``d_i = min(max(W_i, d_{i−1}), d_{i−1} + 1)`` with ``W_i = e c + 1``."""
     return sympy.Min(sympy.Max(e * c + 1, prev), prev + 1)
+
+
+def _schedule_text(schedule: list[tuple[Any, Any]] | None, servers: int) -> str:
+    """``tasks run [1/2, 3/2), [1, 2): 2 at once on 1 server(s), one waits``."""
+    if schedule is None:
+        return "no overlap"
+    spans = ", ".join(f"[{start}, {end})" for start, end in schedule)
+    return (f"every draft accepted, tasks launched at k c, 2 k c, … run {spans}: "
+            f"{len(schedule)} at once on {servers} server(s), so one waits")
 
 
 PER_K = f"per-k (k = {K_RANGE[0]}..{K_RANGE[-1]}), polynomial in a, all real a, c in range"
@@ -244,12 +254,13 @@ THEOREMS: tuple[Theorem, ...] = (
         (None,)),
     Theorem(
         "sp_requirement_below_waits",
-        "With fewer than ⌈1/(k c)⌉ servers no task waits (the witness: tasks 1 … V + 1, launched "
-        "at k c, …, (V + 1) k c, all run at once).",
+        "With V < ⌈1/(k c)⌉ servers, still no task waits (claim: task V + 1, launched at "
+        "(V + 1) k c, starts after task 1 ends at k c + 1).",
         "per-k (k = 1..32), V servers, V < ⌈1/(k c)⌉",
         lambda k: [_lt(0, c), _le(c, 1), _le(1, V), _lt(V, sp_requirement(c, k))],
         lambda k: _le(k * c + 1, (V + 1) * k * c),
-        K_RANGE, Verdict.REFUTED, dropped="SP ≥ ⌈1/(k c)⌉"),
+        K_RANGE, Verdict.REFUTED, dropped="SP ≥ ⌈1/(k c)⌉", witness=lambda values, k:
+        _schedule_text(sp_witness_schedule(values["c"], k, int(values["V"])), int(values["V"]))),
     Theorem(
         "event_sp_requirement_with_partial_window",
         "In the event model (finite N), ⌈1/(k c)⌉ verification servers suffice: the partial "

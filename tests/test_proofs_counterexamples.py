@@ -112,8 +112,16 @@ def test_too_few_servers_witness_schedule_replayed_on_token_level_dsi(
     required = int(theory.sp_requirement(c, k))
     assert servers < required
     # the witness: V + 1 full windows launched at k c, …, (V + 1) k c, all running at once
+    schedule = theory.sp_witness_schedule(c, k, servers)
+    assert schedule is not None and len(schedule) == servers + 1
+    assert schedule[-1][0] < schedule[0][1]            # the last launch precedes the first end
     n_tokens = (servers + 1) * k + 1
     assert _waits(n_tokens, k, c, servers)
+    run = dsi_ref.dsi(ONE_HOT, ONE_HOT, (), n_tokens, dsi_ref.Sampler(0), lookahead=k,
+                      sp_degree=1 + servers, latency=dsi_ref.Latency(drafter=c, target=F(1)))
+    waited = [ev for ev in run.trace if ev.kind == "wait" or ev.resource == "queue"]
+    assert waited[0].start == schedule[-1][0]          # the task that waits is the witness's
+    assert theory.sp_witness_schedule(c, k, required) is None
     # with the paper's requirement and only full windows, nobody waits
     assert not _waits(required * k * 2, k, c, required)
 

@@ -18,6 +18,7 @@ from .dsi import (
     event_max_overlap,
     event_verification_servers,
     sp_requirement,
+    sp_witness_schedule,
 )
 from .si import (
     geometric_sum,
@@ -65,4 +66,5 @@ __all__ = [
     "si_lookahead_step",
     "si_speedup",
     "sp_requirement",
+    "sp_witness_schedule",
 ]

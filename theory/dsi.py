@@ -44,6 +44,7 @@ __all__ = [
     "event_max_overlap",
     "event_verification_servers",
     "sp_requirement",
+    "sp_witness_schedule",
 ]
 
 
@@ -56,6 +57,23 @@ def sp_requirement(c: Any, k: Any) -> Any:
     """
     check_domain(c=c, c_max=None)
     return sympy.ceiling(1 / (as_expr(k) * as_expr(c)))
+
+
+def sp_witness_schedule(c: Any, k: Any, servers: int) -> list[tuple[Any, Any]] | None:
+    """The schedule that makes a task wait when ``servers < ⌈1/(k c)⌉``: verification tasks
+    ``1 … servers + 1`` launched at ``k c, 2 k c, …`` (every draft accepted), each running one
+    target forward; all of them run at once at the last launch, ``(servers + 1) k c``, since
+    ``servers · k c < 1``. Returns their ``(launch, end)`` pairs, or ``None`` when ``servers``
+    suffice (no such overlap).
+
+    >>> sp_witness_schedule(sympy.Rational(1, 2), 1, 1)
+    [(1/2, 3/2), (1, 2)]
+    """
+    check_domain(c=c, c_max=None)
+    c, kk = as_expr(c), lookahead_int(k)
+    if servers < 1 or servers >= sp_requirement(c, kk):
+        return None
+    return [(w * kk * c, w * kk * c + 1) for w in range(1, servers + 2)]
 
 
 def dsi_paper_latency_per_token_nomin(a: Any, c: Any, k: Any) -> Any:
