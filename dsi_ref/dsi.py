@@ -158,6 +158,7 @@ class DSIRun:
     # -- the speculative sequence --------------------------------------------------------------
     @property
     def frontier(self) -> int:
+        """``F``: the number of committed tokens (the next position to decide)."""
         return len(self.committed)
 
     def spec(self) -> tuple[int, ...]:
@@ -166,6 +167,8 @@ class DSIRun:
 
     # -- drafter -------------------------------------------------------------------------------
     def start_drafting(self) -> None:
+        """Start the drafter on the next position of the speculative sequence (none past the
+        budget or past a drafted EOS)."""
         position = self.frontier + len(self.drafts)
         context = self.spec()
         if self.done or position >= self.n or (context and context[-1] == self.eos):
@@ -179,6 +182,8 @@ class DSIRun:
         self.drafting = _Draft(position, self.now, self.now + cost, token, row)
 
     def finish_draft(self, d: _Draft) -> None:
+        """Deliver a draft ``x ~ q``; submit a verification task when its window is full (or at
+        position ``N - 1``, or at an EOS draft); draft on."""
         context = self.spec()
         token = d.token if d.token is not None else self.rule.draft(d.row, self.rng, context)
         self.drafts.append(token)
@@ -193,6 +198,7 @@ class DSIRun:
         self.start_drafting()
 
     def preempt_drafting(self, why: str) -> None:
+        """Drop the draft in flight (recorded in the trace)."""
         d = self.drafting
         if d is not None:
             self.trace.append(Event("drafter", "preempted", d.start, self.now, (d.position,), why))
@@ -201,6 +207,8 @@ class DSIRun:
 
     # -- target servers ------------------------------------------------------------------------
     def submit(self, first: int, last: int, frontier: bool = False) -> None:
+        """Submit a target forward supplying ``p`` at ``first..last`` over the current
+        speculative sequence (the frontier task goes to server 0 when ``SP >= 2``)."""
         task = _Task(self.next_id, first, last, self.spec()[:last], frontier, self.now)
         self.next_id += 1
         self.stats["frontier_tasks" if frontier else "tasks"] += 1
@@ -214,6 +222,7 @@ class DSIRun:
         self.dispatch()
 
     def free_servers(self) -> list[int]:
+        """Idle servers that may run verification tasks (server 0 is reserved when ``SP >= 2``)."""
         reserved = 1 if self.cfg.sp_degree >= 2 else 0
         return [s for s in range(reserved, self.cfg.sp_degree) if self.busy[s] is None]
 
@@ -238,6 +247,7 @@ class DSIRun:
             self.run_on(task, free[0])
 
     def run_on(self, task: _Task, server: int) -> None:
+        """Start ``task`` on ``server`` now (TTFT for the server's first forward, TPOT after)."""
         cost = self.cfg.latency.cost("target", self.server_first[server], self.rng)
         self.server_first[server] = False
         if task.submitted != self.now:
@@ -250,12 +260,14 @@ class DSIRun:
                                              sum(b is not None for b in self.busy))
 
     def release(self, task: _Task) -> None:
+        """Free the server of ``task`` and forget it."""
         if task.server is not None:
             self.busy[task.server] = None
         if task in self.tasks:
             self.tasks.remove(task)
 
     def preempt(self, task: _Task, why: str) -> None:
+        """Cut ``task`` short (running or queued), recorded in the trace: it supplies nothing."""
         if task.start is not None:
             self.trace.append(Event(f"target-{task.server}", "preempted", task.start, self.now,
                                     tuple(range(task.first, task.last + 1)),
@@ -272,6 +284,7 @@ class DSIRun:
         self.stats["preempted_tasks"] += 1
 
     def finish_task(self, task: _Task) -> None:
+        """A task's forward completes: record its rows, let the committer decide, dispatch."""
         self.release(task)
         self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
                                 task.start if task.start is not None else self.now, self.now,
@@ -364,6 +377,8 @@ class DSIRun:
                 tuple(self.stats.items()), self.next_id)
 
     def run(self) -> Run:
+        """The event loop: deliver the earliest events (ties in an order the scheduler chooses)
+        until the last position is committed."""
         hint = merge_hint(self.rng)
         if not self.done:
             self.start_drafting()
