@@ -27,7 +27,7 @@ from .schedulers import (
 )
 from .suite import ModelPair, default_suite
 from .verification import VERIFY_RULES
-from .zoo import MUTANTS, hunt
+from .zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
 
 __all__ = ["SECTIONS", "Section", "SectionSpec", "progress_bar", "render_section"]
 
@@ -236,8 +236,17 @@ def zoo_section(*, quick: bool = False, progress: bool = True) -> Section:
         section.rows.append((mutant.name, mutant.base, "yes" if kill else "NO (passes!)",
                              str(kill) if kill else mutant.pattern,
                              round(time.perf_counter() - t0, 2)))
+    for mutant in EQUIVALENT_MUTANTS.values():  # look like bugs, are lossless: must pass
+        t0 = time.perf_counter()
+        kill = hunt(mutant)
+        section.ok &= kill is None
+        section.rows.append((mutant.name, f"{mutant.base} (equivalent)",
+                             f"FLAGGED: {kill}" if kill else "no (lossless, as it must be)",
+                             mutant.pattern, round(time.perf_counter() - t0, 2)))
     section.seconds = time.perf_counter() - start
-    section.notes.append(f"killed {killed}/{len(MUTANTS)} mutants")
+    section.notes.append(f"killed {killed}/{len(MUTANTS)} mutants; the {len(EQUIVALENT_MUTANTS)} "
+                         "equivalent mutants (lossless variations, dsi_ref.zoo) pass, as they "
+                         "must")
     return section
 
 

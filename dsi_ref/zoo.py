@@ -33,7 +33,7 @@ from .speculative import STATS, speculative
 from .suite import ModelPair, default_suite
 from .verification import RejectionSampling, argmax, residual
 
-__all__ = ["MUTANTS", "Kill", "Mutant", "hunt"]
+__all__ = ["EQUIVALENT_MUTANTS", "MUTANTS", "Kill", "Mutant", "hunt"]
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,8 @@ def _with_rule(rule: RejectionSampling) -> Callable[..., Run]:
 
 def _buggy_speculative(bug: str) -> Callable[..., Run]:
     """SI (rejection sampling) with one of: ``"no-break"``, ``"bonus-from-q"``,
-    ``"bonus-off-by-one"``, ``"stale-target-probs"``."""
+    ``"bonus-off-by-one"``, ``"stale-target-probs"``, or ``"no-bonus"`` (an equivalent mutant:
+    drafts up to the budget and never draws a bonus token — slower, not wrong)."""
     rule = RejectionSampling()
 
     def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
@@ -176,18 +177,23 @@ def _buggy_speculative(bug: str) -> Callable[..., Run]:
                 latency: Latency | None = None, **_: Any) -> Run:
         prompt = check_inputs(target, prompt, max_new_tokens, drafter)
         rec = Recorder(latency or Latency(), STATS)
+        eos = target.eos
         tokens: list[int] = []
         stale: tuple[Number, ...] | None = None
-        while len(tokens) < max_new_tokens:
+        done = False
+        while len(tokens) < max_new_tokens and not done:
             prefix = prompt + tuple(tokens)
-            m = min(lookahead, max_new_tokens - len(tokens) - 1)
+            # "no-bonus" leaves no room for a bonus token: it drafts up to the budget
+            m = min(lookahead, max_new_tokens - len(tokens) - (bug != "no-bonus"))
             drafts: list[int] = []
             rows: list[tuple[Number, ...]] = []
             for _j in range(m):
                 rows.append(model_probs(drafter, prefix + tuple(drafts)))
                 drafts.append(rule.draft(rows[-1], rng, tuple(tokens) + tuple(drafts)))
+                if drafts[-1] == eos:  # nothing is drafted past EOS
+                    break
             target_rows = [model_probs(target, prefix + tuple(drafts[:j]))
-                           for j in range(m + 1)]
+                           for j in range(len(drafts) + 1)]
             if stale is not None:  # BUG: p at the first position comes from the old forward
                 target_rows[0], stale = stale, None
             rec.forward("target", "verify", (), rng)
@@ -195,13 +201,16 @@ def _buggy_speculative(bug: str) -> Callable[..., Run]:
             for j, x in enumerate(drafts):
                 decision = rule.decide(target_rows[j], rows[j], x, rng, tuple(tokens))
                 tokens.append(decision.token)
+                done = decision.token == eos
                 if not decision.accepted:
                     accepted_all = False
                     if bug == "stale-target-probs" and j + 1 < len(target_rows):
                         stale = target_rows[j + 1]  # computed on the rejected draft
                     if bug != "no-break":  # BUG "no-break": keeps verifying the later drafts
                         break
-            if accepted_all:
+                if done:
+                    break
+            if accepted_all and not done and bug != "no-bonus":
                 if bug == "bonus-from-q":  # BUG: the bonus token is drawn from the drafter
                     row = model_probs(drafter, prefix + tuple(drafts))
                 elif bug == "bonus-off-by-one" and drafts:  # BUG: p of the last draft's position
@@ -209,6 +218,7 @@ def _buggy_speculative(bug: str) -> Callable[..., Run]:
                 else:
                     row = target_rows[len(drafts)]
                 tokens.append(rule.bonus(row, rng, tuple(tokens)))
+                done = tokens[-1] == eos
         return rec.result(tokens[:max_new_tokens])
 
     return decoder
@@ -253,6 +263,13 @@ class _LogitsOffByOne(DSIRun):
         return {position: model_probs(self.target, self.prompt
                                       + task.context[:position - (position > task.first)])
                 for position in range(max(task.first, self.frontier), task.last + 1)}
+
+
+class _KeepsDraftAfterBonus(DSIRun):
+    def invalidate(self, why: str) -> None:
+        if why.startswith("bonus"):
+            return  # the draft in flight, for the decided position, is delivered as the next one
+        super().invalidate(why)
 
 
 def _dsi_variant(cls: type[DSIRun]) -> Callable[..., Run]:
@@ -345,6 +362,22 @@ def _mutants() -> dict[str, Mutant]:
 
 #: Every mutant by name.
 MUTANTS: dict[str, Mutant] = _mutants()
+
+#: Equivalent mutants: variations that look like bugs but do not change the output law (the
+#: audit must NOT flag them; `hunt` returns None). Note: why they are lossless. A missing bonus
+#: token only means that every position is decided against a draft, which rejection sampling does
+#: losslessly. A draft kept after a bonus token was drafted on a context that is no longer the
+#: speculative sequence, but it is verified against the very row ``q`` it was sampled from, and
+#: rejection sampling is lossless for any proposal law it is told truthfully.
+EQUIVALENT_MUTANTS: dict[str, Mutant] = {
+    m.name: m for m in (
+        Mutant("no-bonus", "never draws a bonus token: drafts up to the budget instead",
+               _buggy_speculative("no-bonus"), "speculative"),
+        Mutant("dsi-keeps-draft-after-bonus", "DSI keeps the draft in flight after a bonus "
+               "token and verifies it (with its own q) at the next position",
+               _dsi_variant(_KeepsDraftAfterBonus), "dsi"),
+    )
+}
 
 
 @dataclass(frozen=True)
