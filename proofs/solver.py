@@ -43,21 +43,22 @@ class TranslationError(TypeError):
     """A sympy expression uses a construct the z3 translation does not support."""
 
 
-def make_solver(*, seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
-                rlimit: int = RLIMIT) -> z3.Solver:
-    """A fresh z3 solver with a fixed seed, a timeout and a resource limit."""
-    solver = z3.Solver()
+def make_solver(*, seed: int = SEED, timeout_ms: int = TIMEOUT_MS, rlimit: int = RLIMIT,
+                ctx: z3.Context | None = None) -> z3.Solver:
+    """A fresh z3 solver with a fixed seed, a timeout and a resource limit (in ``ctx``; a
+    fresh context per check makes models independent of what the process solved before)."""
+    solver = z3.Solver(ctx=ctx)
     solver.set("random_seed", seed)
     solver.set("timeout", timeout_ms)
     solver.set("rlimit", rlimit)
     return solver
 
 
-def _number(value: Any) -> z3.ArithRef:
+def _number(value: Any, ctx: z3.Context) -> z3.ArithRef:
     if value.is_Integer:
-        return z3.IntVal(int(value))
+        return z3.IntVal(int(value), ctx)
     if value.is_Rational:
-        return z3.RealVal(f"{int(value.p)}/{int(value.q)}")
+        return z3.RealVal(f"{int(value.p)}/{int(value.q)}", ctx)
     raise TranslationError(f"non-rational constant {value!r} (z3 needs exact rationals)")
 
 
@@ -68,21 +69,22 @@ def to_z3(expr: Any, env: Mapping[Any, Any], memo: dict[Any, Any] | None = None)
     shares the translation of repeated sub-expressions."""
     memo = {} if memo is None else memo
     if expr not in memo:
-        memo[expr] = _to_z3(expr, env, memo)
+        ctx = next(iter(env.values())).ctx if env else z3.main_ctx()
+        memo[expr] = _to_z3(expr, env, memo, ctx)
     return memo[expr]
 
 
-def _to_z3(expr: Any, env: Mapping[Any, Any], memo: dict[Any, Any]) -> Any:
+def _to_z3(expr: Any, env: Mapping[Any, Any], memo: dict[Any, Any], ctx: z3.Context) -> Any:
     if expr is sympy.true or expr is True:
-        return z3.BoolVal(True)
+        return z3.BoolVal(True, ctx)
     if expr is sympy.false or expr is False:
-        return z3.BoolVal(False)
+        return z3.BoolVal(False, ctx)
     if isinstance(expr, sympy.Symbol):
         if expr not in env:
             raise TranslationError(f"free symbol {expr} has no z3 variable")
         return env[expr]
     if expr.is_Number:
-        return _number(expr)
+        return _number(expr, ctx)
     args = [to_z3(arg, env, memo) for arg in expr.args] if not isinstance(expr, sympy.Pow) else []
     if isinstance(expr, sympy.Add):
         return z3.Sum(*args)
@@ -93,8 +95,9 @@ def _to_z3(expr: Any, env: Mapping[Any, Any], memo: dict[Any, Any]) -> Any:
         if not exponent.is_Integer:
             raise TranslationError(f"non-integer power in {expr}")
         zb, n = to_z3(base, env, memo), int(exponent)
-        power = z3.RealVal(1) if n == 0 else zb if abs(n) == 1 else zb ** z3.IntVal(abs(n))
-        return power if n >= 0 else z3.RealVal(1) / power
+        one = z3.RealVal(1, ctx)
+        power = one if n == 0 else zb if abs(n) == 1 else zb ** z3.IntVal(abs(n), ctx)
+        return power if n >= 0 else one / power
     if isinstance(expr, sympy.Min | sympy.Max):
         out = args[0]
         for arg in args[1:]:
@@ -136,9 +139,9 @@ def _relation(op: str, x: Any, y: Any) -> Any:
     raise TranslationError(f"unsupported relation {op}")
 
 
-def _variables(symbols: Iterable[Any]) -> dict[Any, Any]:
+def _variables(symbols: Iterable[Any], ctx: z3.Context) -> dict[Any, Any]:
     """A z3 constant per sympy symbol: Int for integer symbols, Real otherwise."""
-    return {s: (z3.Int(s.name) if s.is_integer else z3.Real(s.name))
+    return {s: (z3.Int(s.name, ctx) if s.is_integer else z3.Real(s.name, ctx))
             for s in sorted(symbols, key=lambda s: s.name)}
 
 
@@ -189,8 +192,9 @@ def check_claim(hypotheses: Iterable[Any], claim: Any, *, seed: int = SEED,
     symbols: set[Any] = set(claim.free_symbols)
     for h in hypotheses:
         symbols |= h.free_symbols
-    env = _variables(symbols)
-    solver = make_solver(seed=seed, timeout_ms=timeout_ms, rlimit=rlimit)
+    ctx = z3.Context()
+    env = _variables(symbols, ctx)
+    solver = make_solver(seed=seed, timeout_ms=timeout_ms, rlimit=rlimit, ctx=ctx)
     memo: dict[Any, Any] = {}
     for symbol, variable in env.items():  # sympy may have used these to simplify: z3 must too
         solver.add(*_assumptions(symbol, variable))
