@@ -41,7 +41,8 @@ from theory import (
 from .core import Theorem
 from .solver import Verdict
 
-__all__ = ["K_RANGE", "THEOREMS", "X", "by_name", "event_abstract", "event_spread"]
+__all__ = ["K_RANGE", "THEOREMS", "X", "by_name", "event_abstract", "event_spread",
+           "lookahead_step_abstract"]
 
 #: Lookaheads of every per-k theorem.
 K_RANGE: tuple[int, ...] = tuple(range(1, 33))
@@ -135,6 +136,21 @@ def _event_step(c_max: Any) -> list[Any]:
 def _decision() -> Any:
     """``d_i = min(max(W_i, d_{i−1}), d_{i−1} + 1)`` with ``W_i = e c + 1``."""
     return sympy.Min(sympy.Max(e * c + 1, prev), prev + 1)
+
+
+#: Abstract powers for the all-k proof: ``S_k = 1 + … + a^k`` and ``u = a^(k+1)``.
+S_k = sympy.Symbol("S_k", real=True)
+u = sympy.Symbol("u", real=True)
+
+
+def lookahead_step_abstract(shift: int) -> Any:
+    """`theory.si_lookahead_step` at ``k + shift`` (shift 0 or 1) with symbolic ``k`` and the
+    powers abstracted: ``g(k) = c (S_k − k u) − u`` and, by the exact recurrences
+    ``S_{k+1} = S_k + u``, ``a^(k+2) = a u``, ``g(k+1) = c (S_k + u − (k + 1) a u) − a u``
+    (a test substitutes ``S_k``, ``u`` back and gets theory's formula)."""
+    if shift == 0:
+        return c * (S_k - kk * u) - u
+    return c * (S_k + u - (kk + 1) * a * u) - a * u
 
 
 def _schedule_text(schedule: list[tuple[Any, Any]] | None, servers: int) -> str:
@@ -235,6 +251,15 @@ THEOREMS: tuple[Theorem, ...] = (
         lambda k: _domain(c_max=None) + [_le(0, si_lookahead_step(a, c, k))],
         lambda k: _le(0, si_lookahead_step(a, c, k + 1)),
         K_RANGE),
+    Theorem(
+        "si_lookahead_unimodal_all_k",
+        "g(k) ≥ 0 ⟹ g(k + 1) ≥ 0 for every lookahead k ≥ 1 (not only k ≤ 32).",
+        "symbolic k (integer): powers abstracted, u = a^(k+1) with its sound bounds 0 ≤ u ≤ 1, "
+        "S_k ≥ 1, and the exact recurrences S_{k+1} = S_k + u, a^(k+2) = a u",
+        lambda k: [*_domain(c_max=None), _le(1, kk), _le(0, u), _le(u, 1), _le(1, S_k),
+                   _le(0, lookahead_step_abstract(0))],
+        lambda k: _le(0, lookahead_step_abstract(1)),
+        (None,)),
     Theorem(
         "si_lookahead_bound",
         "a^(k+1) ≤ c ⟹ g(k) ≥ 0: SI's best lookahead is at most the first such k "

@@ -30,7 +30,7 @@ from proofs import (
     to_z3,
 )
 from proofs.__main__ import main
-from proofs.theorems import X, event_abstract, event_spread
+from proofs.theorems import X, event_abstract, event_spread, lookahead_step_abstract
 
 pytestmark = pytest.mark.smt
 a, c = theory.a, theory.c
@@ -103,6 +103,16 @@ def test_the_event_models_spread_abstraction_is_faithful() -> None:
     for k in range(1, 6):
         exact = theory.dsi_event_latency_per_token(a, c, k)
         assert sympy.simplify(event_abstract(k).subs(X, event_spread(k)) - exact) == 0
+
+
+def test_the_all_k_lookahead_abstraction_is_faithful() -> None:
+    from proofs.theorems import S_k, kk, u
+    for k in range(1, 8):
+        values = {kk: k, S_k: theory.geometric_sum(a, 0, k), u: a ** (k + 1)}
+        for shift in (0, 1):
+            exact = theory.si_lookahead_step(a, c, k + shift)
+            abstract = lookahead_step_abstract(shift).subs(values)
+            assert sympy.expand(abstract - exact) == 0
 
 
 def test_translation_handles_min_max_ceiling_powers_and_rejects_the_rest() -> None:
