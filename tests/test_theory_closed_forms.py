@@ -212,3 +212,19 @@ def test_sp_requirement_is_the_smallest_server_count_covering_one_target_forward
 def test_out_of_domain_arguments_raise_a_named_error(call: Any, message: str) -> None:
     with pytest.raises(theory.TheoryDomainError, match=message):
         call()
+
+
+@pytest.mark.parametrize("a_", [F(1, 5), F(1, 2), F(9, 10)])
+@pytest.mark.parametrize("c_", [F(1, 20), F(1, 5), F(1)])
+@pytest.mark.parametrize("servers", [1, 3, 7, 100])
+def test_dsi_si_speedup_at_best_lookaheads_is_the_brute_force_ratio(
+        a_: F, c_: F, servers: int) -> None:
+    ratio, k_si, k_dsi = theory.dsi_si_speedup_at_best_lookaheads(a_, c_, servers, k_max=40)
+    si_best = min(theory.si_latency_per_token(a_, c_, kk) for kk in range(1, 60))
+    feasible = [kk for kk in range(1, 41) if kk * c_ * servers >= 1]
+    dsi_best = min(theory.dsi_paper_latency_per_token(a_, c_, kk) for kk in feasible)
+    assert ratio == si_best / dsi_best
+    assert theory.si_latency_per_token(a_, c_, k_si) == si_best
+    assert theory.sp_requirement(c_, k_dsi) <= servers
+    if servers * c_ >= 1:            # k = 1 allowed: DSI beats SI at any lookahead
+        assert ratio >= 1

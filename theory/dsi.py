@@ -30,7 +30,7 @@ from typing import Any
 
 import sympy
 
-from .si import geometric_sum
+from .si import geometric_sum, si_best_lookahead, si_latency_per_token
 from .symbols import TheoryDomainError, as_expr, check_domain, lookahead_int
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "dsi_paper_latency_per_token",
     "dsi_paper_latency_per_token_nomin",
     "dsi_paper_thresholds",
+    "dsi_si_speedup_at_best_lookaheads",
     "event_max_overlap",
     "event_verification_servers",
     "sp_requirement",
@@ -273,3 +274,36 @@ def event_verification_servers(c: Any, k: Any, n_tokens: int | None = None) -> i
     if n_tokens is None:
         return int(sp_requirement(c, k))
     return max((event_max_overlap(c, k, n) for n in range(1, int(n_tokens) + 1)), default=0)
+
+
+def dsi_si_speedup_at_best_lookaheads(a: Any, c: Any, sp_degree: int, *,
+                                      k_max: int = 64) -> tuple[Any, int, int]:
+    """The DSI/SI speedup left when each algorithm takes its best lookahead (paper model, per
+    token, renewal limit): ``(SI(k_SI) / DSI(k_DSI), k_SI, k_DSI)``.
+
+    ``k_SI`` is exact (`theory.si.si_best_lookahead`: first ``k`` with ``g(k) ≥ 0``, optimal by
+    theorem ``si_lookahead_unimodal``). ``k_DSI`` ranges over the lookaheads the servers allow,
+    ``⌈1/(SP c)⌉ ≤ k ≤ k_max`` (``sp_requirement(c, k) ≤ SP``): without the min the smallest is
+    best (theorem ``dsi_nomin_best_lookahead_is_smallest``), but no such monotonicity is proved
+    with the min, so the minimum is searched exactly over that range. The ratio is ``≥ 1``
+    whenever ``k = 1`` is allowed (theorem ``dsi_k1_beats_si_at_any_lookahead``). Numeric
+    ``0 ≤ a < 1``, ``0 < c ≤ 1``.
+
+    >>> ratio, k_si, k_dsi = dsi_si_speedup_at_best_lookaheads(
+    ...     sympy.Rational(1, 2), sympy.Rational(1, 10), 7)
+    >>> ratio, k_si, k_dsi
+    (288/245, 2, 2)
+    """
+    check_domain(a=a, c=c)
+    a, c = as_expr(a), as_expr(c)
+    if not (a.is_number and c.is_number) or a == 1:
+        raise TheoryDomainError("needs numeric a < 1 and c (at a = 1 SI has no best lookahead)")
+    servers = lookahead_int(sp_degree, "sp_degree")
+    k_si = si_best_lookahead(a, c)
+    assert k_si is not None  # a < 1
+    feasible = [kk for kk in range(1, k_max + 1) if sp_requirement(c, kk) <= servers]
+    if not feasible:
+        raise TheoryDomainError(f"no lookahead <= k_max={k_max} runs on {servers} servers")
+    k_dsi = min(feasible, key=lambda kk: (dsi_paper_latency_per_token(a, c, kk), kk))
+    ratio = si_latency_per_token(a, c, k_si) / dsi_paper_latency_per_token(a, c, k_dsi)
+    return ratio, k_si, k_dsi
