@@ -4,7 +4,8 @@
     python3 run.py audit    # create/reuse .venv, install dsi-ref, run `dsi-ref audit`
     python3 run.py test     # create/reuse .venv, install dsi-ref[dev], run the test suite
 
-Anything after the command is passed on (`python3 run.py test -m slow`, `python3 run.py audit --help`).
+Anything after the command is passed on (`python3 run.py test -m slow`,
+`python3 run.py audit --help`).
 The virtual environment lives in ./.venv and is reinstalled only when pyproject.toml changes.
 """
 
@@ -31,7 +32,7 @@ def _stamp(extras: str) -> str:
 
 def ensure_env(extras: str) -> None:
     """Create .venv if needed and install the project with the given extras (once per pyproject)."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - run.py runs under whatever python3 is
         sys.exit(f"dsi-ref needs Python >= 3.11 (this is {sys.version.split()[0]})")
     if not PY.exists():
         print(f"[run.py] creating virtual environment in {VENV}", flush=True)

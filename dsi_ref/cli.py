@@ -23,15 +23,25 @@ def audit_sections() -> list[SectionSpec]:
     return [*SECTIONS, *TOP_SECTIONS]
 
 
-def _audit(args: argparse.Namespace) -> int:
+def select_sections(names: Sequence[str] = (), *, hf: bool = False) -> list[SectionSpec]:
+    """The sections an audit runs: those named, else every section that is not opt-in; ``hf``
+    adds the Hugging Face section. Raises `KeyError` naming unknown sections."""
     sections = audit_sections()
-    if getattr(args, "hf", False):  # --hf: the statistical audits of HF and the torch adapter
-        args.section = [*(args.section or ()), "hf"]
-    selected = [s for s in sections if not args.section or s.name in args.section]
-    unknown = set(args.section or ()) - {s.name for s in sections}
+    wanted = set(names) or {s.name for s in sections if not s.opt_in}
+    if hf:
+        wanted.add("hf")
+    unknown = wanted - {s.name for s in sections}
     if unknown:
-        print(f"unknown section(s): {', '.join(sorted(unknown))}; "
-              f"known: {', '.join(s.name for s in sections)}", file=sys.stderr)
+        raise KeyError(f"unknown section(s): {', '.join(sorted(unknown))}; "
+                       f"known: {', '.join(s.name for s in sections)}")
+    return [s for s in sections if s.name in wanted]
+
+
+def _audit(args: argparse.Namespace) -> int:
+    try:
+        selected = select_sections(args.section or (), hf=args.hf)
+    except KeyError as error:
+        print(error.args[0], file=sys.stderr)
         return 2
     results: list[Section] = []
     for make in selected:
@@ -58,8 +68,9 @@ def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="run only this section (repeatable): "
                    + ", ".join(s.name for s in audit_sections()))
     p.add_argument("--quick", action="store_true", help="smaller budgets (a smoke test)")
-    p.add_argument("--hf", action="store_true", help="the statistical audits of Hugging Face "
-                   "assisted generation and the torch adapter (same as --section hf)")
+    p.add_argument("--hf", action="store_true", help="add the statistical audits of Hugging Face "
+                   "assisted generation and the torch adapter (about a minute; needs the [torch] "
+                   "extra)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_audit)

@@ -55,10 +55,15 @@ class Section:
 
 @dataclass(frozen=True)
 class SectionSpec:
-    """A named section and the function that computes it."""
+    """A named section and the function that computes it.
+
+    ``opt_in`` sections (long statistical runs) are left out of a plain ``dsi-ref audit`` and run
+    when named (``--section NAME``, or their own flag such as ``--hf``).
+    """
 
     name: str
     run: Callable[..., Section]
+    opt_in: bool = False
 
 
 def progress_bar(items: Iterable[T], *, total: int, desc: str, enabled: bool) -> Iterator[T]:

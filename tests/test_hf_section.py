@@ -28,10 +28,17 @@ def test_hf_section_reports_itself_skipped_with_the_reason_without_transformers(
     assert "skipped: transformers not installed" in capsys.readouterr().out
 
 
-def test_audit_hf_flag_runs_the_hf_section_only(monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_hf_section_is_opt_in_and_added_by_the_flag() -> None:
+    plain = [s.name for s in cli.select_sections()]
+    assert "hf" not in plain and {"decoders", "dsi", "zoo", "theorems"} <= set(plain)
+    assert [s.name for s in cli.select_sections(hf=True)] == [*plain, "hf"]
+    assert [s.name for s in cli.select_sections(["zoo"], hf=True)] == ["zoo", "hf"]
+
+
+def test_audit_section_hf_runs_the_hf_section_only(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(hf_audit, "_missing", lambda: ["torch"])
-    assert cli.main(["audit", "--hf", "--quick", "--no-progress"]) == 0
+    assert cli.main(["audit", "--section", "hf", "--hf", "--quick", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "skipped: torch not installed" in out
     assert "1/1 sections passed" in out

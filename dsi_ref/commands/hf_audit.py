@@ -99,4 +99,4 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
 
 
 #: The section spec registered in `dsi_ref.commands.TOP_SECTIONS`.
-SECTION = SectionSpec("hf", hf_section)
+SECTION = SectionSpec("hf", hf_section, opt_in=True)  # ~1 min of sampling: `--hf`
