@@ -13,7 +13,7 @@ import enum
 import itertools
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -178,7 +178,6 @@ class Check:
     seconds: float
     counterexample: dict[str, Fraction | int | str] | None = None
     reason: str = ""
-    statistics: dict[str, Any] = field(default_factory=dict)
 
 
 def check_claim(hypotheses: Iterable[Any], claim: Any, *, seed: int = SEED,
