@@ -31,7 +31,7 @@ from typing import Any
 import sympy
 
 from .si import geometric_sum, si_best_lookahead, si_latency_per_token
-from .symbols import TheoryDomainError, as_expr, check_domain, lookahead_int
+from .symbols import TheoryDomainError, as_expr, check_domain, lookahead_int, tokens_int
 
 __all__ = [
     "dsi_event_commit_offset",
@@ -178,9 +178,7 @@ def dsi_event_commit_offsets(k: Any, c: Any, n_tokens: Any) -> list[Any]:
     [1, 3/2, 3/2]
     """
     check_domain(c=c)
-    kk, c, n = lookahead_int(k), as_expr(c), as_expr(n_tokens)
-    if not (n.is_Integer and n >= 0):
-        raise TheoryDomainError(f"n_tokens must be an integer >= 0, got {n_tokens!r}")
+    kk, c, n = lookahead_int(k), as_expr(c), tokens_int(n_tokens)
     out: list[Any] = []
     previous: Any = sympy.Integer(0)
     for i in range(int(n)):
@@ -207,9 +205,7 @@ def dsi_event_expected_latency(a: Any, c: Any, k: Any, n_tokens: Any) -> Any:
     """
     check_domain(a=a, c=c)
     a, c, kk = as_expr(a), as_expr(c), lookahead_int(k)
-    n_max = as_expr(n_tokens)
-    if not (n_max.is_Integer and n_max >= 0):
-        raise TheoryDomainError(f"n_tokens must be an integer >= 0, got {n_tokens!r}")
+    n_max = tokens_int(n_tokens)
     t: list[Any] = [sympy.Integer(0)]
     for n in range(1, int(n_max) + 1):
         d = dsi_event_commit_offsets(kk, c, n)

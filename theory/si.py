@@ -17,7 +17,7 @@ from typing import Any
 
 import sympy
 
-from .symbols import TheoryDomainError, as_expr, check_domain, lookahead_int
+from .symbols import TheoryDomainError, as_expr, check_domain, lookahead_int, tokens_int
 
 __all__ = [
     "geometric_sum",
@@ -146,9 +146,7 @@ def si_expected_latency(a: Any, c: Any, k: Any, n_tokens: Any, *, target_first: 
     """
     check_domain(a=a, c=c, c_max=None)
     a, c, kk = as_expr(a), as_expr(c), lookahead_int(k)
-    n_max = as_expr(n_tokens)
-    if not (n_max.is_Integer and n_max >= 0):
-        raise TheoryDomainError(f"n_tokens must be an integer >= 0, got {n_tokens!r}")
+    n_max = tokens_int(n_tokens)
     t: list[Any] = [sympy.Integer(0)]
     for n in range(1, int(n_max) + 1):
         m = min(kk, n - 1)

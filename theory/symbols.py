@@ -21,7 +21,7 @@ from typing import Any
 import sympy
 
 __all__ = ["DOMAIN", "SP", "N", "TheoryDomainError", "a", "as_expr", "c", "check_domain", "k",
-           "lookahead_int"]
+           "lookahead_int", "tokens_int"]
 
 a = sympy.Symbol("a", real=True, nonnegative=True)
 c = sympy.Symbol("c", real=True, positive=True)
@@ -61,6 +61,14 @@ def lookahead_int(value: Any, name: str = "k") -> int:
     expr = as_expr(value)
     if not (expr.is_Integer and expr >= 1):
         raise TheoryDomainError(f"{name} must be an integer >= 1 here, got {value!r}")
+    return int(expr)
+
+
+def tokens_int(value: Any, name: str = "n_tokens") -> int:
+    """``value`` as a Python int ``>= 0`` (a number of tokens to generate)."""
+    expr = as_expr(value)
+    if not (expr.is_Integer and expr >= 0):
+        raise TheoryDomainError(f"{name} must be an integer >= 0, got {value!r}")
     return int(expr)
 
 

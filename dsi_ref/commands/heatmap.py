@@ -16,6 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..sim.grid import HeatmapSpec, compute_heatmap, render_summary, summarize, write_outputs
+from .args import positive_int
 
 __all__ = ["install", "sp_sweep_rows"]
 
@@ -116,17 +117,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an int >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
-
-
 def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``dsi-ref heatmap``."""
     p = sub.add_parser(
@@ -139,14 +129,14 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--model", choices=("paper", "event"), default="paper",
                    help="paper: the official offline simulator (per-segment min, no waiting); "
                    "event: DSI with SP simulated servers (docs/dsi-semantics.md)")
-    p.add_argument("--ndim", type=_positive, default=20,
+    p.add_argument("--ndim", type=positive_int, default=20,
                    help="grid steps (default 20, the paper's)")
-    p.add_argument("--n-tokens", type=_positive, default=None,
+    p.add_argument("--n-tokens", type=positive_int, default=None,
                    help="N (default 1000 for the paper model, 200 for the event model, whose "
                    "exact dynamic programme costs O(N^2) per (c, k))")
-    p.add_argument("--sp-degree", type=_positive, nargs="+", default=[7], metavar="SP",
+    p.add_argument("--sp-degree", type=positive_int, nargs="+", default=[7], metavar="SP",
                    help="target servers (default 7); several values run a sweep")
-    p.add_argument("--jobs", type=_positive, default=1, help="processes for the event model")
+    p.add_argument("--jobs", type=positive_int, default=1, help="processes for the event model")
     p.add_argument("--out", default="heatmap-out", help="output folder (default heatmap-out)")
     quirks = p.add_mutually_exclusive_group()
     quirks.add_argument("--paper-quirks", action="store_true",

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from ..latency import InvalidParameterError
 from ..sim.params import required_servers
 from ..sim.table import PHI3_MBPP, TableResult, compute_row, read_rows
+from .args import positive_int
 
 __all__ = ["install", "render_result"]
 
@@ -87,17 +88,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an int >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
-
-
 def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``dsi-ref table``."""
     p = sub.add_parser(
@@ -110,12 +100,12 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "or a .csv file, with the fields name, target_ttft_ms, target_tpot_ms, "
                    "drafter_ttft_ms, drafter_tpot_ms, acceptance_rate (sp_degree, lookahead "
                    "optional)")
-    p.add_argument("--n-tokens", type=_positive, default=200, help="N (default 200)")
+    p.add_argument("--n-tokens", type=positive_int, default=200, help="N (default 200)")
     p.add_argument("--lookaheads", type=_range, default=list(range(1, 11)),
                    help="lookaheads, e.g. 1-10 (default) or 1,5,10")
     p.add_argument("--sp-degrees", type=_range, default=[2, 3, 4, 5, 6, 7, 8],
                    help="SP degrees of the event model, e.g. 2-8 (default)")
-    p.add_argument("--jobs", type=_positive, default=1, help="processes for the event model")
+    p.add_argument("--jobs", type=positive_int, default=1, help="processes for the event model")
     p.add_argument("--out", default="table-out", help="output folder (default table-out)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
