@@ -319,7 +319,36 @@ class _Graph:
         self.logits = hidden
 
 
-class Session:
+class _DeviceSession:
+    """The device state shared by `Session` and `BatchedSession`: CUDA or not, whether forwards
+    replay CUDA graphs, the layer segments a forward may be stopped between, its own stream on
+    CUDA, the graph pool and the captured graphs."""
+
+    model: Transformer
+    cuda: bool
+    graphs: bool
+    segments: list[tuple[int, int]]
+    stream: torch.cuda.Stream | None
+    _pool: Any
+    _captured: dict[int, _Graph]
+    forwards: int
+
+    def _init_device(self, graphs: bool | None, segments: int, priority: int) -> None:
+        self.cuda = self.model.embed.device.type == "cuda"
+        self.graphs = self.cuda if graphs is None else graphs
+        if self.graphs and not self.cuda:
+            raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
+        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+            raise BackendError(f"segments must be an int >= 1, got {segments!r}")
+        self.segments = self.model.segments(segments)
+        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
+            self.model.embed.device, priority=priority) if self.cuda else None
+        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self._captured = {}
+        self.forwards = 0
+
+
+class Session(_DeviceSession):
     """One KV cache over one model's weights, with the tokens it holds; on CUDA, its own stream
     and CUDA graphs (so sessions on different threads run concurrently on one GPU).
 
@@ -338,18 +367,7 @@ class Session:
         self.model = lm.model
         self.cache = self.model.new_cache(1)
         self.tokens: list[int] = []   # BOS + tokens whose keys/values are valid in the cache
-        self.cuda = self.model.embed.device.type == "cuda"
-        self.graphs = self.cuda if graphs is None else graphs
-        if self.graphs and not self.cuda:
-            raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
-        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
-            raise BackendError(f"segments must be an int >= 1, got {segments!r}")
-        self.segments = self.model.segments(segments)
-        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
-            self.model.embed.device, priority=priority) if self.cuda else None
-        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
-        self._captured: dict[int, _Graph] = {}
-        self.forwards = 0
+        self._init_device(graphs, segments, priority)
         self.preempted = 0
 
     def reset(self) -> None:
@@ -496,7 +514,7 @@ def describe_device(device: str) -> str:
     return f"{name}, torch {torch.__version__}"
 
 
-class BatchedSession:
+class BatchedSession(_DeviceSession):
     """``slots`` sequences in one static cache [layers, slots, ...]: one forward serves every
     slot that has work. On one GPU, batch-1 forwards are latency-bound, so a forward of a few
     rows costs about one of a single row; DSI's target servers can then be batch rows
@@ -516,16 +534,7 @@ class BatchedSession:
         self.lm, self.model, self.slots = lm, lm.model, slots
         self.cache = self.model.new_cache(slots)
         self.tokens: list[list[int]] = [[] for _ in range(slots)]
-        self.cuda = self.model.embed.device.type == "cuda"
-        self.graphs = self.cuda if graphs is None else graphs
-        if self.graphs and not self.cuda:
-            raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
-        self.segments = self.model.segments(segments)
-        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
-            self.model.embed.device, priority=priority) if self.cuda else None
-        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
-        self._captured: dict[int, _Graph] = {}
-        self.forwards = 0
+        self._init_device(graphs, segments, priority)
 
     def capture(self) -> None:
         """Capture every power-of-two query length up to `MAX_GRAPH_LENGTH` for all rows."""
