@@ -78,10 +78,12 @@ class Recorder:
                 note: str = "") -> None:
         """Advance the clock by one forward of ``model`` and record it."""
         first = self.first[model]
-        cost = self.costs.get((model, first)) if self.costs is not None else None
-        if cost is None:
+        if self.costs is not None:
+            cost = self.costs[model, first]
+        else:
             cost = self.latency.cost(model, first, rng)  # type: ignore[arg-type]
-        self.first[model] = False
+        if first:
+            self.first[model] = False
         end = self.time + cost
         self.trace.append(Event(model, kind, self.time, end, positions, note))
         self.time = end

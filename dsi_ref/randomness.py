@@ -25,7 +25,6 @@ import hashlib
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
-from itertools import accumulate
 from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
@@ -115,22 +114,19 @@ def _keyed_uniform(seed_mix: int, key: Key) -> float:
     return ((x ^ (x >> 31)) >> 11) * 2.0**-53
 
 
-def _check_weights(weights: Sequence[Fraction | float]) -> float:
-    total = 0.0
-    for w in weights:
-        if not w >= 0:  # also rejects NaN
-            raise ValueError(f"categorical weights must be >= 0, got {list(weights)!r}")
-        total += float(w)
-    if not total > 0:
-        raise ValueError(f"categorical weights must have a positive sum, got {list(weights)!r}")
-    return total
-
-
 def _cdf(weights: Sequence[Fraction | float]) -> tuple[list[float], int]:
     """The cumulative float sums of ``weights`` (validated) and the last positive index."""
-    _check_weights(weights)
-    cdf = list(accumulate(map(float, weights)))
-    last = max(i for i, w in enumerate(weights) if w > 0)
+    cdf: list[float] = []
+    total, last = 0.0, -1
+    for i, w in enumerate(weights):
+        if not w >= 0:  # also rejects NaN
+            raise ValueError(f"categorical weights must be >= 0, got {list(weights)!r}")
+        if w > 0:
+            total += float(w)
+            last = i
+        cdf.append(total)
+    if not total > 0:
+        raise ValueError(f"categorical weights must have a positive sum, got {list(weights)!r}")
     return cdf, last
 
 

@@ -36,8 +36,7 @@ server of DSI), under keyed randomness it comes out the same.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from .models import Number
 from .randomness import Randomness
@@ -67,9 +66,10 @@ class NumericalError(ArithmeticError):
     """Float rounding made an impossible event happen (e.g. a rejection with an empty residual)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """How a position was decided: the committed ``token`` and whether it was the draft."""
+class Decision(NamedTuple):
+    """How a position was decided: the committed ``token`` and whether it was the draft.
+
+    (A named tuple: one is made per committed token, on the sampling hot path.)"""
 
     token: int
     accepted: bool
