@@ -2,6 +2,7 @@
 """Bootstrap for the README's quick start: needs only Python >= 3.11 and pip.
 
     python3 run.py audit    # create/reuse .venv, install dsi-ref, run `dsi-ref audit`
+                            # (`audit --hf` also installs the [torch] extra for the HF audit)
     python3 run.py test     # create/reuse .venv, install dsi-ref[dev], run the test suite
 
 Anything after the command is passed on (`python3 run.py test -m slow`,
@@ -56,7 +57,10 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
-    ensure_env(EXTRAS[command])
+    extras = EXTRAS[command]
+    if command == "audit" and ("--hf" in rest or "hf" in rest):  # HF needs torch + transformers
+        extras = "plot,torch"
+    ensure_env(extras)
     if command == "audit":
         return subprocess.run([str(BIN / "dsi-ref"), "audit", *rest], cwd=ROOT).returncode
     return subprocess.run([str(PY), "-m", "pytest", *rest], cwd=ROOT).returncode
