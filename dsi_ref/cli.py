@@ -60,10 +60,13 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _add_audit(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("audit", help="exact losslessness audit of every registered decoder",
+    p = sub.add_parser("audit", help="the main job: exact losslessness audits and the theorems",
                        description="Run the exact audit of every registered decoder on the "
-                       "default suite of toy models and print one table per section. Exit "
-                       "status 1 if anything fails.")
+                       "default suite of toy models, DSI under every schedule and against each "
+                       "scheduler class, the zoo of wrong decoders (each must be caught) and the "
+                       "latency theorems, and print one table per section (--hf adds the "
+                       "statistical audit of Hugging Face assisted generation). Exit status 1 "
+                       "if anything fails.")
     p.add_argument("--section", action="append", metavar="NAME",
                    help="run only this section (repeatable): "
                    + ", ".join(s.name for s in audit_sections()))
