@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU runs recorded in docs/gpu-backend.md. Run from the repository root on a CUDA machine
-# (OUT defaults to ./bench-out). Needs torch and numpy; dsi_ref is put on PYTHONPATH.
+# (OUT defaults to ./bench-out). Needs torch, numpy, scipy, sympy, tqdm and z3-solver (the CLI
+# loads every command); dsi_ref is prepended to PYTHONPATH.
 #   benchmarks/gpu_bench.sh                      # probe + 1B/68M (rejection, greedy) + 7B/68M
 #   SKIP_PROBE=1 SKIP_7B=1 VERIFY=rejection benchmarks/gpu_bench.sh
 set -uo pipefail
 OUT=${OUT:-bench-out}; mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())'
 if [ -z "${SKIP_PROBE:-}" ]; then
     python3 benchmarks/concurrency_probe.py --model llama-1b --length 1 --forwards 100 2>&1 | tee "$OUT/probe.log"
