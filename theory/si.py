@@ -177,6 +177,16 @@ def si_lookahead_step(a: Any, c: Any, k: Any) -> Any:
     return c * (geometric_sum(a, 0, kk) - kk * a ** (kk + 1)) - a ** (kk + 1)
 
 
+def _numeric_ac(a: Any, c: Any, caller: str) -> tuple[Any, Any]:
+    """``a`` and ``c`` as numeric sympy expressions in the domain (any ``c > 0``), or
+    `TheoryDomainError` naming ``caller``."""
+    check_domain(a=a, c=c, c_max=None)
+    a, c = as_expr(a), as_expr(c)
+    if not (a.is_number and c.is_number):
+        raise TheoryDomainError(f"{caller} needs numeric a and c")
+    return a, c
+
+
 def si_best_lookahead(a: Any, c: Any, k_max: int = 10_000) -> int | None:
     """The lookahead ``k ≥ 1`` minimising SI's per-token latency at numeric ``(a, c)``.
 
@@ -191,10 +201,7 @@ def si_best_lookahead(a: Any, c: Any, k_max: int = 10_000) -> int | None:
     >>> si_best_lookahead(sympy.Rational(4, 5), sympy.Rational(1, 10))
     6
     """
-    check_domain(a=a, c=c, c_max=None)
-    a, c = as_expr(a), as_expr(c)
-    if not (a.is_number and c.is_number):
-        raise TheoryDomainError("si_best_lookahead needs numeric a and c")
+    a, c = _numeric_ac(a, c, "si_best_lookahead")
     if a == 1 and c < 1:
         return None
     for kk in range(1, k_max + 1):
@@ -211,10 +218,7 @@ def si_lookahead_bound(a: Any, c: Any) -> int | None:
     >>> si_lookahead_bound(sympy.Rational(4, 5), sympy.Rational(1, 10))
     10
     """
-    check_domain(a=a, c=c, c_max=None)
-    a, c = as_expr(a), as_expr(c)
-    if not (a.is_number and c.is_number):
-        raise TheoryDomainError("si_lookahead_bound needs numeric a and c")
+    a, c = _numeric_ac(a, c, "si_lookahead_bound")
     if a == 1 and c < 1:
         return None
     kk = 1
