@@ -4,6 +4,8 @@
 # loads every command); dsi_ref is prepended to PYTHONPATH.
 #   benchmarks/gpu_bench.sh                      # probe + 1B/68M (rejection, greedy) + 7B/68M
 #   SKIP_PROBE=1 SKIP_7B=1 VERIFY=rejection benchmarks/gpu_bench.sh
+# On a machine with several GPUs it also runs the paper's setting: the drafter on cuda:0 and the
+# target servers on cuda:1 .. cuda:(n-1), one GPU each (--server-devices).
 set -uo pipefail
 OUT=${OUT:-bench-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -22,4 +24,14 @@ if [ -z "${SKIP_7B:-}" ]; then
     python3 -m dsi_ref.cli bench --target llama-7b --drafter llama-68m --lookahead 3,5 \
         --sp-degree 2 --new-tokens 128 --prompts 3 --verify rejection \
         --json "$OUT/bench-7b-rejection.json" 2>&1 | tee "$OUT/bench-7b-rejection.log"
+fi
+GPUS=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+if [ "$GPUS" -ge 2 ]; then
+    DEVICES=$(seq -s, -f 'cuda:%g' 1 $((GPUS - 1)))
+    SPS=$(seq -s, 1 $((GPUS - 1)))
+    python3 -m dsi_ref.cli bench --target llama-1b --drafter llama-68m \
+        --lookahead "${LOOKAHEAD:-3,5,8}" --sp-degree "$SPS" --new-tokens 128 \
+        --prompts "${PROMPTS:-5}" --verify rejection --segments "${SEGMENTS:-4}" \
+        --server-devices "$DEVICES" \
+        --json "$OUT/bench-1b-rejection-multigpu.json" 2>&1 | tee "$OUT/bench-1b-rejection-multigpu.log"
 fi

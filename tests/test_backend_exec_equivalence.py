@@ -222,3 +222,41 @@ def test_engine_on_cuda_dsi_commits_the_non_si_tokens(verify: str) -> None:
             ref = dr.speculative(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=3,
                                  verify=verify)  # type: ignore[arg-type]
             assert si.tokens == ref.tokens == expected
+
+
+def test_replica_copies_the_weights_and_gives_the_same_rows(pair: tuple[TorchLM, TorchLM]) -> None:
+    target, _ = pair
+    copy = target.replica("cpu")
+    assert copy.model is not target.model
+    assert copy.model.embed.data_ptr() != target.model.embed.data_ptr()
+    assert copy.probs(PROMPT) == target.probs(PROMPT)
+    assert (copy.name, copy.vocab_size, copy.eos) == (target.name, target.vocab_size, target.eos)
+
+
+def test_servers_on_their_own_devices_commit_the_reference_decisions(
+        pair: tuple[TorchLM, TorchLM]) -> None:
+    # "cpu:1" is a device distinct from "cpu" for torch.device (its tensors live on the CPU), so
+    # it exercises the per-device weight copies the way "cuda:1", "cuda:2" do on a GPU machine
+    target, drafter = pair
+    with Engine(target, drafter, server_devices=["cpu", "cpu:1"]) as engine:
+        servers = engine.servers(3)
+        models = [s.session.model for s in servers]  # type: ignore[union-attr]
+        assert models[0] is target.model and models[2] is target.model
+        assert models[1] is not target.model
+        for seed in range(3):
+            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3,
+                              verify="exact_match")
+            assert real.tokens == expected
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3)
+            assert list(real.tokens) == _replay(target, drafter, real, seed)
+
+
+def test_server_devices_are_checked(pair: tuple[TorchLM, TorchLM]) -> None:
+    with pytest.raises(BackendError, match="at least one device"):
+        Engine(*pair, server_devices=[])
+    with pytest.raises(BackendError, match="cannot be combined"):
+        Engine(*pair, server_devices=["cpu"], batched=True)
+    if not torch.cuda.is_available():
+        with pytest.raises(BackendError, match="cuda"):
+            Engine(*pair, server_devices=["cuda:1"])

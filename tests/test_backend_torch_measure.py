@@ -133,7 +133,8 @@ def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
     code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
                  "cpu", "--dtype", "fp64", "--new-tokens", "8", "--prompts", "2",
                  "--prompt-len", "3", "--lookahead", "2", "--sp-degree", "2",
-                 "--verify", "rejection", "--json", str(out), "--table-row", str(row_file)])
+                 "--verify", "rejection", "--json", str(out), "--table-row", str(row_file),
+                 "--server-devices", "cpu,cpu:1"])   # server 1 on its own copy of the weights
     assert code == 0
     (row,) = read_rows(row_file)        # what `dsi-ref table --rows` reads
     assert row.sp_degree == 2 and 0 < row.acceptance_rate < 1 and row.target_tpot_ms > 0
@@ -145,8 +146,15 @@ def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
     assert all(t > 0 for times in result["times_s"].values() for t in times)
     assert set(result["measured_speedup"]) == {"dsi/si", "dsi/nonsi", "si/nonsi"}
     assert result["dsi_contended"]["target_forward_ms"] > 0
+    assert data["server_devices"] == ["cpu", "cpu:1"]
 
 
 def test_bench_rejects_an_unknown_preset(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--target", "gpt-9", "--device", "cpu"]) == 2
     assert "unknown preset" in capsys.readouterr().err
+
+
+def test_bench_rejects_a_missing_server_device(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
+                 "cpu", "--server-devices", "cuda:7"]) == 2
+    assert "cuda:7" in capsys.readouterr().err

@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from .torch_lm import DTYPES, BackendError
+from .torch_lm import DTYPES, BackendError, replicate
 
 __all__ = ["CheckpointLM", "CheckpointSession"]
 
@@ -85,6 +85,10 @@ class CheckpointLM:
         if graphs:
             raise BackendError("CheckpointLM runs eager forwards: CUDA graphs are not supported")
         return CheckpointSession(self, priority=priority)
+
+    def replica(self, device: str | torch.device) -> CheckpointLM:
+        """The same checkpoint with a copy of its weights on ``device``."""
+        return cast(CheckpointLM, replicate(self, device))
 
     def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
         """The next-token distribution after ``prefix`` (the `LanguageModel` seam)."""

@@ -58,7 +58,14 @@ from ..verification import (
     VerifyRule,
     as_rule,
 )
-from .torch_lm import BackendError, BackendLM, BatchedSession, SessionLike, TorchLM
+from .torch_lm import (
+    BackendError,
+    BackendLM,
+    BatchedSession,
+    SessionLike,
+    TorchLM,
+    canonical_device,
+)
 
 __all__ = ["Engine", "vectorised_rule"]
 
@@ -451,13 +458,32 @@ class Engine:
             unlike the event model's idle server), and the forwards of concurrent tasks cost
             about one batch-1 forward on a latency-bound GPU instead of slowing each other
             down. `TorchLM` targets only.
+        server_devices: the devices of the DSI target servers, server ``i`` on
+            ``server_devices[i % len(server_devices)]`` (the paper's setting: one GPU per
+            server, e.g. ``("cuda:1", "cuda:2", "cuda:3")``). Each device other than the
+            target's gets a copy of the target's weights (`BackendLM.replica`); the drafter, SI
+            and non-SI stay on the target's device. Default: every server on the target's
+            device.
     """
 
     def __init__(self, target: BackendLM, drafter: BackendLM | None = None, *,
                  graphs: bool | None = None, segments: int = 4,
-                 frontier_yields: bool = False, batched: bool = False) -> None:
+                 frontier_yields: bool = False, batched: bool = False,
+                 server_devices: Sequence[str | torch.device] | None = None) -> None:
         if drafter is not None and drafter.device != target.device:
             raise BackendError(f"target on {target.device} but drafter on {drafter.device}")
+        if server_devices is not None and not server_devices:
+            raise BackendError("server_devices must name at least one device (or be None)")
+        if server_devices is not None and batched:
+            raise BackendError("batched=True runs every server in one forward on the target's "
+                               "device: it cannot be combined with server_devices")
+        home = canonical_device(target.device)
+        self.server_devices = [home] if server_devices is None else \
+            [canonical_device(d) for d in server_devices]
+        self._replicas: dict[torch.device, BackendLM] = {home: target}
+        for device in self.server_devices:
+            if device not in self._replicas:
+                self._replicas[device] = target.replica(device)
         self.target, self.drafter_lm, self.graphs = target, drafter, graphs
         self.segments = segments
         self.gate = _Yield(frontier_yields)
@@ -500,8 +526,9 @@ class Engine:
             return [_SlotProxy(_SlotInbox(server, slot)) for slot in range(count)]
         while len(self._servers) < count:
             index = len(self._servers)
-            session = self.target.session(graphs=self.graphs, segments=self.segments,
-                                          priority=0 if index == 0 else self._high)
+            lm = self._replicas[self.server_devices[index % len(self.server_devices)]]
+            session = lm.session(graphs=self.graphs, segments=self.segments,
+                                 priority=0 if index == 0 else self._high)
             self._servers.append(_Server(index, session, self.outbox, self.cancelled,
                                          self.gate))
         return self._servers[:count]

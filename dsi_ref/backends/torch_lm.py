@@ -30,11 +30,12 @@ a default session; it returns float rows (a float64 softmax).
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -53,7 +54,9 @@ __all__ = [
     "TorchLM",
     "Transformer",
     "build_pair",
+    "canonical_device",
     "describe_device",
+    "replicate",
     "resolve_device",
 ]
 
@@ -507,6 +510,21 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def canonical_device(device: str | torch.device) -> torch.device:
+    """``device`` with its index made explicit (``cuda`` → ``cuda:<current>``), so that two
+    spellings of one device compare equal."""
+    device = torch.device(device)
+    index: int | None = device.index      # None for a bare "cuda" (the stubs say int)
+    if device.type == "cuda" and index is None:
+        if not torch.cuda.is_available():
+            raise BackendError("device='cuda' requested but torch.cuda.is_available() is False")
+        return torch.device("cuda", torch.cuda.current_device())
+    if device.type == "cuda" and index is not None and index >= torch.cuda.device_count():
+        raise BackendError(f"{device} requested but this machine has "
+                           f"{torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
 def describe_device(device: str) -> str:
     """The device's name and the torch version, for reports."""
     name = torch.cuda.get_device_name(torch.device(device)) \
@@ -678,6 +696,10 @@ class BackendLM(Protocol):
         """A new session (own KV cache) over the model's weights."""
         ...
 
+    def replica(self, device: str | torch.device) -> BackendLM:
+        """The same model (same weights) on ``device``: one per GPU when servers get their own."""
+        ...
+
     def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
         """The next-token distribution after ``prefix``."""
         ...
@@ -749,11 +771,34 @@ class TorchLM:
         return Session(self, graphs=self._graphs if graphs is None else graphs,
                        priority=priority, segments=segments)
 
+    def replica(self, device: str | torch.device) -> TorchLM:
+        """The same model with a copy of these weights on ``device`` (weights drawn on one
+        device are copied, not redrawn: a generator draws differently on CPU and CUDA)."""
+        return cast(TorchLM, replicate(self, device))
+
     def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
         """The next-token distribution after ``prefix`` (the `LanguageModel` seam)."""
         if self._session is None:
             self._session = self.session()
         return tuple(self._session.rows(tuple(prefix), 1)[0].tolist())
+
+
+def replicate(lm: _Replicable, device: str | torch.device) -> Any:
+    """A shallow copy of ``lm`` whose ``model`` is a deep copy moved to ``device`` (and whose
+    default session is not shared): `TorchLM.replica` and `CheckpointLM.replica`."""
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise BackendError("device='cuda' requested but torch.cuda.is_available() is False")
+    clone = copy.copy(lm)
+    with torch.inference_mode():
+        clone.model = copy.deepcopy(lm.model).to(device)
+    clone._session = None
+    return clone
+
+
+class _Replicable(Protocol):
+    model: Any
+    _session: Any
 
 
 def build_pair(target: str | ModelConfig = "tiny-target", drafter: str | ModelConfig =

@@ -89,11 +89,23 @@ def _csv_ints(text: str) -> list[int]:
     return values
 
 
+def _csv_devices(text: str) -> list[str]:
+    devices = [v.strip() for v in text.split(",") if v.strip()]
+    if not devices:
+        raise argparse.ArgumentTypeError(f"expected comma-separated devices, got {text!r}")
+    return devices
+
+
 def _bench(args: argparse.Namespace) -> int:
     from ..backends.execution import Engine
-    from ..backends.measure import measure_pair, random_prompts
-    from ..backends.torch_lm import PRESETS, TorchLM, describe_device, resolve_device
-    from ..randomness import Sampler
+    from ..backends.measure import random_prompts
+    from ..backends.torch_lm import (
+        PRESETS,
+        BackendError,
+        TorchLM,
+        describe_device,
+        resolve_device,
+    )
 
     device = resolve_device(args.device)
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
@@ -117,8 +129,27 @@ def _bench(args: argparse.Namespace) -> int:
           f"{drafter.name} ({_millions(drafter)}M), {args.dtype} on {where}; "
           f"{args.prompts} prompts x {args.new_tokens} new tokens, "
           f"prompt length {args.prompt_len}, verify={args.verify}, segments={args.segments}, "
-          f"frontier_yields={args.frontier_yields}, batched={args.batched}",
+          f"frontier_yields={args.frontier_yields}, batched={args.batched}, "
+          f"server devices {','.join(args.server_devices or [where])}",
           flush=True)
+
+    try:
+        engine = Engine(target, drafter, segments=args.segments,
+                        frontier_yields=args.frontier_yields, batched=args.batched,
+                        server_devices=args.server_devices)
+    except BackendError as error:
+        print(f"dsi-ref bench: {error}", file=sys.stderr)
+        return 2
+    try:
+        return _measure_and_run(engine, target, drafter, prompts, where, args)
+    finally:
+        engine.close()
+
+
+def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple[int, ...]],
+                     where: str, args: argparse.Namespace) -> int:
+    from ..backends.measure import measure_pair
+    from ..randomness import Sampler
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
     a = pair.acceptance if args.verify == "greedy" else pair.sampling_acceptance
@@ -140,23 +171,22 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"table row written to {args.table_row} (dsi-ref table --rows {args.table_row})")
 
     results: list[dict[str, Any]] = []
-    with Engine(target, drafter, segments=args.segments, frontier_yields=args.frontier_yields,
-                batched=args.batched) as engine:
-        warm = prompts[0]
-        for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
-            engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
-            engine.speculative(warm, 8, Sampler(0), lookahead=k, verify=args.verify)
-            for sp in args.sp_degree:
-                engine.dsi(warm, 8, Sampler(0), lookahead=k, sp_degree=sp, verify=args.verify)
-        for k in args.lookahead:
-            for sp in args.sp_degree:
-                results.append(_run_config(engine, prompts, args, k, sp, pair.target_tpot_ms,
-                                           pair.c, a))
+    warm = prompts[0]
+    for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
+        engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
+        engine.speculative(warm, 8, Sampler(0), lookahead=k, verify=args.verify)
+        for sp in args.sp_degree:
+            engine.dsi(warm, 8, Sampler(0), lookahead=k, sp_degree=sp, verify=args.verify)
+    for k in args.lookahead:
+        for sp in args.sp_degree:
+            results.append(_run_config(engine, prompts, args, k, sp, pair.target_tpot_ms,
+                                       pair.c, a))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
                        "new_tokens": args.new_tokens, "segments": args.segments,
                        "frontier_yields": args.frontier_yields, "batched": args.batched,
+                       "server_devices": args.server_devices,
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0
@@ -263,6 +293,10 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "runs (see Engine); off = the faithful DSI")
     p.add_argument("--batched", action="store_true",
                    help="target servers as the rows of one batched forward (one GPU)")
+    p.add_argument("--server-devices", type=_csv_devices, metavar="DEV,DEV,...",
+                   help="devices of the DSI target servers, server i on the i-th (cycling), "
+                   "e.g. cuda:1,cuda:2,cuda:3 for one GPU per server (the paper's setting); "
+                   "default: all on --device with the drafter")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",
