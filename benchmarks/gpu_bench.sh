@@ -28,7 +28,7 @@ fi
 GPUS=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 if [ "$GPUS" -ge 2 ]; then
     DEVICES=$(seq -s, -f 'cuda:%g' 1 $((GPUS - 1)))
-    SPS=$(seq -s, 1 $((GPUS - 1)))
+    SPS=$(seq -s, $((GPUS > 2 ? 2 : 1)) $((GPUS - 1)))
     python3 -m dsi_ref.cli bench --target llama-1b --drafter llama-68m \
         --lookahead "${LOOKAHEAD:-3,5,8}" --sp-degree "$SPS" --new-tokens 128 \
         --prompts "${PROMPTS:-5}" --verify rejection --segments "${SEGMENTS:-4}" \
