@@ -19,7 +19,7 @@ from .latency import InvalidParameterError, Latency
 from .models import FunctionLM, InvalidDistributionError, LanguageModel, TableLM
 from .randomness import Randomness, Sampler, keyed_uniform
 from .run import Event, Run
-from .sim import InsufficientServersError, expected_latency, simulate_latency
+from .sim import Contention, InsufficientServersError, expected_latency, simulate_latency
 from .speculative import SpeculativeConfig, speculative
 from .statistical import (
     Alternative,
@@ -34,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "VERIFY_RULES",
     "Alternative",
+    "Contention",
     "DSIConfig",
     "Decision",
     "Event",

@@ -26,6 +26,7 @@ from .params import (
     ALGORITHMS,
     MODELS,
     Algorithm,
+    Contention,
     InsufficientServersError,
     Model,
     Num,
@@ -33,24 +34,25 @@ from .params import (
     required_servers,
 )
 
-__all__ = ["ALGORITHMS", "MODELS", "InsufficientServersError", "SimParams", "expected_latency",
-           "required_servers", "simulate_latency"]
+__all__ = ["ALGORITHMS", "MODELS", "Contention", "InsufficientServersError", "SimParams",
+           "expected_latency", "required_servers", "simulate_latency"]
 
 
 def _params(algorithm: Algorithm, c: Num, a: Num, k: int | None, n_tokens: int, model: Model,
             sp_degree: int | None, queue: str, target_first: Num | None,
-            drafter_first: Num | None) -> SimParams:
+            drafter_first: Num | None, contention: Contention | None = None) -> SimParams:
     if k is None:
         if algorithm != "nonsi":
             raise InvalidParameterError(f"{algorithm} needs a lookahead k (an int >= 1)")
         k = 1
     return SimParams(algorithm, c, a, k, n_tokens, model, sp_degree, queue,  # type: ignore[arg-type]
-                     target_first, drafter_first)
+                     target_first, drafter_first, contention)
 
 
 def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
                      model: Model = "paper", sp_degree: int | None = None, queue: str = "fifo",
-                     target_first: Num | None = None, drafter_first: Num | None = None) -> Num:
+                     target_first: Num | None = None, drafter_first: Num | None = None,
+                     contention: Contention | None = None) -> Num:
     """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
 
     Args:
@@ -64,15 +66,19 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
             (`InsufficientServersError` otherwise); event model: the number of target servers.
         queue: event model: ``"fifo"`` (= ``"any"`` under the canonical schedule) or ``"lifo"``.
         target_first, drafter_first: cost of each model's first forward (prefill/TTFT).
+        contention: event model: the servers and the drafter share one device, with the
+            measured slowdowns of a `Contention` (a float result); ``None`` = independent
+            servers. Only DSI runs forwards concurrently, so only DSI changes.
 
-    Returns a ``Fraction`` when every number given is rational, else a float.
+    Returns a ``Fraction`` when every number given is rational (and no contention), else a
+    float.
 
     >>> from fractions import Fraction
     >>> expected_latency("si", c=Fraction(1, 10), a=Fraction(1, 2), k=1, n_tokens=2)
     Fraction(8, 5)
     """
     p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first)
+                drafter_first, contention)
     if p.algorithm == "nonsi":
         return nonsi_exact(p)
     if p.algorithm == "si":
@@ -83,8 +89,8 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
 def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
                      n_repeats: int, seed: int | np.random.Generator, model: Model = "paper",
                      sp_degree: int | None = None, queue: str = "fifo",
-                     target_first: Num | None = None, drafter_first: Num | None = None
-                     ) -> NDArray[np.float64]:
+                     target_first: Num | None = None, drafter_first: Num | None = None,
+                     contention: Contention | None = None) -> NDArray[np.float64]:
     """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
 
     Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
@@ -96,7 +102,7 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, int) or n_repeats < 1:
         raise InvalidParameterError(f"n_repeats must be an int >= 1, got {n_repeats!r}")
     p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first)
+                drafter_first, contention)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     if p.model == "event" and p.algorithm == "dsi":
         return simulate_event(p, n_repeats, rng)

@@ -23,6 +23,7 @@ Times are kept exact: rational costs are scaled to integers.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from .params import Num, SimParams
+from .params import Contention, Num, SimParams
 
 __all__ = [
     "Commit",
@@ -60,19 +61,21 @@ class Commit:
 
 
 class _Task:
-    __slots__ = ("end", "first", "frontier", "last", "server")
+    __slots__ = ("end", "first", "frontier", "last", "server", "slow")
 
     def __init__(self, first: int, last: int, frontier: bool) -> None:
         self.first, self.last, self.frontier = first, last, frontier
         self.server = -1
         self.end: int | float | None = None
+        self.slow: float | None = None   # the slowdown ``end`` was computed with (shared device)
 
 
 class _Draft:
-    __slots__ = ("end", "position")
+    __slots__ = ("end", "position", "slow")
 
     def __init__(self, position: int, end: int | float) -> None:
         self.position, self.end = position, end
+        self.slow: float | None = None
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,7 @@ class _Engine:
 
     def clone(self, n: int) -> _Engine:
         """A copy of this state with budget ``n`` (task objects are never mutated: shared)."""
-        new = object.__new__(_Engine)
+        new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.n = n
         new.tasks = list(self.tasks)
@@ -294,11 +297,59 @@ class _Engine:
         return new
 
 
+class _SharedEngine(_Engine):
+    """`_Engine` on one shared device (`Contention`): processor sharing between forwards.
+
+    The rules are `_Engine`'s; only the clock changes. A forward's ``end`` is its projected
+    finish at the current speeds: after every instant at which forwards start, end or are
+    preempted, each running forward's remaining solo work ``(end − now) / slow`` is rescaled by
+    the new slowdown. A forward started at this instant has ``end − now`` = its solo cost.
+    """
+
+    contention: Contention
+
+    def step(self, hold_draft: int | None = None) -> bool:
+        going = super().step(hold_draft)
+        if going:
+            self.reschedule()
+        return going
+
+    def start(self) -> None:
+        super().start()
+        self.reschedule()
+
+    def reschedule(self) -> None:
+        running = len(self.tasks)
+        items: list[_Task | _Draft] = list(self.tasks)
+        slowdowns = [self.contention.target_slowdown(running)] * running
+        if self.drafting is not None:
+            items.append(self.drafting)
+            slowdowns.append(self.contention.drafter_slowdown(running))
+        for item, slow in zip(items, slowdowns, strict=True):
+            assert item.end is not None
+            work = (item.end - self.now) / (item.slow or 1.0)    # solo work still to do
+            item.end, item.slow = self.now + work * slow, slow
+
+    def clone(self, n: int) -> _Engine:
+        """`_Engine.clone`, with copies of the running forwards (their ends are rescaled)."""
+        new = super().clone(n)
+        copies = {id(t): copy.copy(t) for t in self.tasks}
+        new.tasks = [copies[id(t)] for t in self.tasks]
+        new.busy = [None if t is None else copies[id(t)] for t in self.busy]
+        new.drafting = copy.copy(self.drafting)
+        return new
+
+
 def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int], bool],
             stop: bool) -> _Engine:
     assert p.sp_degree is not None
-    return _Engine(n, p.k, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used, decide,
-                   stop)
+    if p.contention is None:
+        return _Engine(n, p.k, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used,
+                       decide, stop)
+    engine = _SharedEngine(n, p.k, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used,
+                           decide, stop)
+    engine.contention = p.contention
+    return engine
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,8 +15,8 @@ from typing import Literal, TypeAlias
 
 from ..latency import InvalidParameterError
 
-__all__ = ["ALGORITHMS", "MODELS", "Algorithm", "InsufficientServersError", "Model", "Num",
-           "SimParams", "is_exact", "required_servers"]
+__all__ = ["ALGORITHMS", "MODELS", "Algorithm", "Contention", "InsufficientServersError",
+           "Model", "Num", "SimParams", "is_exact", "required_servers"]
 
 Num: TypeAlias = Fraction | float | int
 Algorithm = Literal["nonsi", "si", "dsi"]
@@ -45,6 +45,56 @@ def required_servers(c: Num, k: int) -> int:
     if is_exact(c):
         return math.ceil(Fraction(1) / (k * Fraction(c)))
     return math.ceil(1.0 / (k * float(c)))
+
+
+@dataclass(frozen=True)
+class Contention:
+    """One device shared by DSI's target servers and its drafter (the event model's forwards
+    otherwise run at full speed whatever else runs): measured slowdowns, processor-sharing style.
+
+    While ``m`` target forwards run at once, each progresses at ``1 / target[m − 1]`` of its
+    solo speed (``target[m − 1]`` = wall time of one forward when ``m`` run together, over the
+    time of one alone; ``target[0] = 1``), and a drafter forward at ``1 / drafter[m]``
+    (``drafter[0] = 1``). Beyond the table the last step is extended linearly. A forward's
+    work is its solo cost (``1``, ``c``, or TTFT for a first forward); it finishes when that work
+    is done, so its end moves whenever a forward starts, ends or is preempted.
+
+    `dsi_ref.backends.measure.measure_concurrency` measures both tables on a device.
+
+    >>> Contention((1.0, 1.5)).target_slowdown(3)
+    2.0
+    """
+
+    target: tuple[float, ...]
+    drafter: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        for name in ("target", "drafter"):
+            table = getattr(self, name)
+            if not isinstance(table, tuple) or not table or any(
+                    isinstance(v, bool) or not isinstance(v, int | float | Fraction)
+                    or not (math.isfinite(v) and v > 0) for v in table):
+                raise InvalidParameterError(f"Contention.{name} must be a non-empty tuple of "
+                                            f"finite numbers > 0, got {table!r}")
+            if not math.isclose(float(table[0]), 1.0, rel_tol=1e-12):
+                raise InvalidParameterError(f"Contention.{name}[0] must be 1 (a forward alone "
+                                            f"runs at its own speed), got {table[0]!r}")
+
+    @staticmethod
+    def _lookup(table: tuple[float, ...], index: int) -> float:
+        if index < len(table):
+            return float(table[index])
+        step = float(table[-1]) - float(table[-2]) if len(table) >= 2 else 0.0
+        return float(table[-1]) + step * (index - len(table) + 1)
+
+    def target_slowdown(self, running: int) -> float:
+        """Wall time of one target forward over its solo time, ``running >= 1`` at once."""
+        return self._lookup(self.target, max(running, 1) - 1)
+
+    def drafter_slowdown(self, running: int) -> float:
+        """Wall time of one drafter forward over its solo time, ``running`` target forwards
+        at once."""
+        return self._lookup(self.drafter, running)
 
 
 def _check_positive(name: str, value: object, allow_none: bool = False) -> None:
@@ -77,6 +127,9 @@ class SimParams:
         queue: event model only, order of waiting verification tasks (``"any"`` = the
             canonical schedule, i.e. FIFO).
         target_first, drafter_first: cost of the first forward (prefill); ``None`` = plain cost.
+        contention: event model only: the servers and the drafter share one device
+            (`Contention`); results are then floats. Non-SI and SI never run two forwards at
+            once, so it changes DSI only. ``None``: independent servers (the paper's setting).
     """
 
     algorithm: Algorithm
@@ -89,6 +142,7 @@ class SimParams:
     queue: Literal["fifo", "lifo", "any"] = "fifo"
     target_first: Num | None = None
     drafter_first: Num | None = None
+    contention: Contention | None = None
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -111,6 +165,12 @@ class SimParams:
         if self.model == "event" and self.algorithm == "dsi" and self.sp_degree is None:
             raise InvalidParameterError("the event model simulates the servers: pass "
                                         "sp_degree (an int >= 1)")
+        if self.contention is not None and not isinstance(self.contention, Contention):
+            raise InvalidParameterError(f"contention must be a Contention, got "
+                                        f"{self.contention!r}")
+        if self.contention is not None and self.model == "paper" and self.algorithm == "dsi":
+            raise InvalidParameterError("the paper model has unlimited independent servers: "
+                                        "contention needs model='event'")
         if self.model == "paper" and self.algorithm == "dsi" and self.sp_degree is not None:
             need = required_servers(self.c, self.k)
             if self.sp_degree < need:
@@ -122,7 +182,8 @@ class SimParams:
     @property
     def exact(self) -> bool:
         """True when every number is rational (results are then exact ``Fraction``s)."""
-        return is_exact(self.c, self.a, self.target_first, self.drafter_first)
+        return self.contention is None and is_exact(self.c, self.a, self.target_first,
+                                                    self.drafter_first)
 
     def prefill_extra(self, *, drafter: bool) -> Num:
         """``(target_first − 1) + (drafter_first − c)`` (the drafter part only if it drafts)."""
