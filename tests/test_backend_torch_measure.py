@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.measure import (  # noqa: E402
     greedy_acceptance,
+    measure_concurrency,
     measure_latency,
     measure_pair,
     random_prompts,
@@ -127,14 +128,17 @@ def test_paper_model_per_token_matches_the_core_simulator_at_large_n(
     assert per_token["dsi"] <= min(1.0, per_token["si"]) + 1e-12
 
 
+@pytest.mark.parametrize("server_devices", [None, "cpu,cpu:1"])
 def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      server_devices: str | None) -> None:
     out, row_file = tmp_path / "bench.json", tmp_path / "row.csv"
+    extra = ["--server-devices", server_devices] if server_devices else []   # "cpu:1": a copy
     code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
                  "cpu", "--dtype", "fp64", "--new-tokens", "8", "--prompts", "2",
                  "--prompt-len", "3", "--lookahead", "2", "--sp-degree", "2",
                  "--verify", "rejection", "--json", str(out), "--table-row", str(row_file),
-                 "--server-devices", "cpu,cpu:1"])   # server 1 on its own copy of the weights
+                 "--contention-forwards", "5", *extra])
     assert code == 0
     (row,) = read_rows(row_file)        # what `dsi-ref table --rows` reads
     assert row.sp_degree == 2 and 0 < row.acceptance_rate < 1 and row.target_tpot_ms > 0
@@ -146,7 +150,32 @@ def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
     assert all(t > 0 for times in result["times_s"].values() for t in times)
     assert set(result["measured_speedup"]) == {"dsi/si", "dsi/nonsi", "si/nonsi"}
     assert result["dsi_contended"]["target_forward_ms"] > 0
-    assert data["server_devices"] == ["cpu", "cpu:1"]
+    if server_devices:       # servers on other devices: no shared-device prediction
+        assert data["server_devices"] == ["cpu", "cpu:1"]
+        assert data["concurrency"] is None and result["shared_device"] is None
+    else:                    # the probe ran (SP = 2) and fed the shared-device prediction
+        assert len(data["concurrency"]["target_ms"]) == 2
+        assert len(data["concurrency"]["drafter_ms"]) == 3
+        assert "one shared device" in text
+        shared = result["shared_device"]
+        assert shared["predicted_ms_per_token"] > 0
+        assert shared["dsi/si"] * shared["measured/predicted dsi/si"] == \
+            pytest.approx(result["measured_speedup"]["dsi/si"])
+
+
+def test_measure_concurrency_times_every_load(pair: tuple[TorchLM, TorchLM]) -> None:
+    probe = measure_concurrency(*pair, (1, 2, 3), 3, forwards=4)
+    assert len(probe.target_ms) == 3 and len(probe.drafter_ms) == 4
+    assert all(t > 0 for t in probe.target_ms + probe.drafter_ms)
+    assert probe.parallelism[0] == pytest.approx(1.0)
+    assert probe.parallelism[2] == pytest.approx(3 * probe.target_ms[0] / probe.target_ms[2])
+    contention = probe.contention()      # what expected_latency(contention=...) takes
+    assert contention.target[0] == pytest.approx(1.0)
+    assert contention.drafter[0] == pytest.approx(1.0)
+    assert contention.target_slowdown(2) == pytest.approx(probe.target_ms[1] / probe.target_ms[0])
+    assert json.loads(json.dumps(probe.as_dict()))["forwards"] == 4
+    with pytest.raises(BackendError, match=">= 1"):
+        measure_concurrency(*pair, (1, 2), 0)
 
 
 def test_bench_rejects_an_unknown_preset(capsys: pytest.CaptureFixture[str]) -> None:

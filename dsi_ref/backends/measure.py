@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -30,14 +31,17 @@ import numpy as np
 import torch
 
 from ..randomness import Sampler
+from ..sim.params import Contention
 from .execution import Engine
-from .torch_lm import BackendError, BackendLM
+from .torch_lm import BackendError, BackendLM, SessionLike
 
 __all__ = [
     "AcceptanceEstimate",
+    "ConcurrencyMeasurement",
     "LatencyStats",
     "PairMeasurement",
     "greedy_acceptance",
+    "measure_concurrency",
     "measure_latency",
     "measure_pair",
     "random_prompts",
@@ -108,6 +112,94 @@ class PairMeasurement:
         if lookahead is not None:
             row["lookahead"] = lookahead
         return row
+
+
+@dataclass(frozen=True)
+class ConcurrencyMeasurement:
+    """Forward times on one device while several target forwards run at once (milliseconds).
+
+    ``target_ms[m − 1]``: wall time of one target forward while ``m`` run concurrently (each in
+    its own thread, session and stream); ``drafter_ms[m]``: one drafter forward while ``m`` target
+    forwards keep running. `contention` turns them into the simulator's slowdowns.
+    """
+
+    target_ms: tuple[float, ...]
+    drafter_ms: tuple[float, ...]
+    length: int
+    forwards: int
+
+    @property
+    def parallelism(self) -> tuple[float, ...]:
+        """``m · t(1) / t(m)``: 1 when concurrent forwards serialise, ``m`` when they overlap
+        perfectly."""
+        return tuple(m * self.target_ms[0] / t for m, t in enumerate(self.target_ms, 1))
+
+    def contention(self) -> Contention:
+        """The slowdowns relative to a forward alone, for ``expected_latency(contention=...)``."""
+        return Contention(tuple(t / self.target_ms[0] for t in self.target_ms),
+                          tuple(d / self.drafter_ms[0] for d in self.drafter_ms))
+
+    def as_dict(self) -> dict[str, object]:
+        """Every field and the parallelism (JSON)."""
+        return {**asdict(self), "parallelism": self.parallelism}
+
+
+def measure_concurrency(target: BackendLM, drafter: BackendLM, prompt: Sequence[int],
+                        max_running: int, *, forwards: int = 50,
+                        length: int = 1) -> ConcurrencyMeasurement:
+    """How much concurrent forwards slow each other down on the device (one device for all).
+
+    For ``m = 1 .. max_running``: ``m`` threads, each with its own target session (KV cache,
+    stream, graphs), run ``forwards`` forwards of ``length`` query tokens after ``prompt`` at
+    once; ``t(m)`` = wall time / ``forwards``. Then for ``m = 0 .. max_running``: ``forwards``
+    drafter forwards (one token) while ``m`` target threads keep running. Sessions are warmed up
+    (graphs captured, prompt cached) before any timing.
+    """
+    if max_running < 1 or forwards < 1 or length < 1:
+        raise BackendError(f"need max_running, forwards and length >= 1, got {max_running}, "
+                           f"{forwards} and {length}")
+    _check_pair(target, drafter)
+    context = tuple(prompt) + (1,) * length
+    sessions = [target.session() for _ in range(max_running)]
+    drafter_session = drafter.session()
+    for session in sessions:
+        session.rows(context, length)                  # capture graphs, cache the prompt
+    drafter_session.rows(tuple(prompt) + (1,), 1)
+
+    def run(running: int, count: int | None, stop: threading.Event | None) -> float:
+        """``running`` target threads (``count`` forwards each, or until ``stop``); seconds."""
+        ready = threading.Barrier(running + 1)
+
+        def work(session: SessionLike) -> None:
+            ready.wait()
+            done = 0
+            while not (stop.is_set() if stop is not None else done >= (count or 0)):
+                session.rows(context, length)
+                done += 1
+
+        threads = [threading.Thread(target=work, args=(s,), daemon=True)
+                   for s in sessions[:running]]
+        for thread in threads:
+            thread.start()
+        _sync(target)
+        ready.wait()
+        began = time.perf_counter()
+        if stop is not None:                           # the drafter, beside the busy targets
+            for _ in range(forwards):
+                drafter_session.rows(tuple(prompt) + (1,), 1)
+        for thread in threads if stop is None else ():
+            thread.join()
+        elapsed = time.perf_counter() - began
+        if stop is not None:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        return elapsed
+
+    target_ms = tuple(run(m, forwards, None) / forwards * 1e3 for m in range(1, max_running + 1))
+    drafter_ms = tuple(run(m, None, threading.Event()) / forwards * 1e3
+                       for m in range(max_running + 1))
+    return ConcurrencyMeasurement(target_ms, drafter_ms, length, forwards)
 
 
 def random_prompts(vocab_size: int, count: int, length: int, seed: int) -> list[tuple[int, ...]]:

@@ -21,7 +21,10 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..sim.params import Contention
 
 __all__ = ["install", "paper_model_per_token", "predictions"]
 
@@ -148,7 +151,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple[int, ...]],
                      where: str, args: argparse.Namespace) -> int:
-    from ..backends.measure import measure_pair
+    from ..backends.measure import measure_concurrency, measure_pair
+    from ..backends.torch_lm import canonical_device
     from ..randomness import Sampler
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
@@ -161,6 +165,19 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
           f"ms; drafter TTFT {pair.drafter_ttft_ms:.2f} ms, TPOT {pair.drafter_tpot_ms:.3f} ms; "
           f"c = {pair.c:.4f}; acceptance greedy {pair.acceptance:.4f}, sampling "
           f"{pair.sampling_acceptance:.4f} (a used: {a:.4f})", flush=True)
+
+    contention = None
+    one_device = set(engine.server_devices) == {canonical_device(target.device)}
+    if args.contention_forwards and one_device:
+        probe = measure_concurrency(target, drafter, prompts[0], max(args.sp_degree),
+                                    forwards=args.contention_forwards)
+        contention = probe.contention()
+        print("measured on one device: a target forward with "
+              + ", ".join(f"{m} running {t:.3f} ms" for m, t in enumerate(probe.target_ms, 1))
+              + " (parallelism " + ", ".join(f"{x:.2f}" for x in probe.parallelism)
+              + "); a drafter forward beside "
+              + ", ".join(f"{m}: {t:.3f} ms" for m, t in enumerate(probe.drafter_ms)),
+              flush=True)
 
     if args.table_row:   # the measured inputs, in the format of `dsi-ref table --rows`
         row = pair.table_row(greedy=args.verify == "greedy", sp_degree=max(args.sp_degree))
@@ -180,13 +197,14 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
     for k in args.lookahead:
         for sp in args.sp_degree:
             results.append(_run_config(engine, prompts, args, k, sp, pair.target_tpot_ms,
-                                       pair.c, a))
+                                       pair.c, a, contention))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
                        "new_tokens": args.new_tokens, "segments": args.segments,
                        "frontier_yields": args.frontier_yields, "batched": args.batched,
                        "server_devices": args.server_devices,
+                       "concurrency": probe.as_dict() if contention is not None else None,
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0
@@ -198,8 +216,10 @@ def _millions(lm: Any) -> str:
 
 
 def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace, k: int,
-                sp: int, tpot_ms: float, c: float, a: float) -> dict[str, Any]:
+                sp: int, tpot_ms: float, c: float, a: float,
+                contention: Contention | None) -> dict[str, Any]:
     from ..randomness import Sampler
+    from ..sim import expected_latency
 
     times: dict[str, list[float]] = {"nonsi": [], "si": [], "dsi": []}
     tokens: dict[str, int] = dict.fromkeys(times, 0)
@@ -255,6 +275,22 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
           f"drafter forward {contended_c * contended_target_ms:.3f} ms (c = {contended_c:.3f}); "
           f"DSI predicted with these {contended_ms:.3f} ms/token, measured/that "
           f"{per_token['dsi'] / contended_ms:.3f} (time ratio)")
+    shared: dict[str, float] | None = None
+    if contention is not None:   # predicted from the standalone probe, not from the DSI runs
+        shared_ms = float(expected_latency("dsi", c=c, a=a, k=k, n_tokens=args.new_tokens,
+                                           model="event", sp_degree=sp, contention=contention)
+                          ) / args.new_tokens * tpot_ms
+        si_ms = predicted["si"] / args.new_tokens * tpot_ms
+        shared = {"predicted_ms_per_token": shared_ms,
+                  "dsi/si": si_ms / shared_ms,
+                  "dsi/nonsi": tpot_ms / shared_ms,
+                  "measured/predicted dsi/si": measured_speedup["dsi/si"] / (si_ms / shared_ms),
+                  "measured/predicted dsi/nonsi":
+                      measured_speedup["dsi/nonsi"] / (tpot_ms / shared_ms)}
+        print(f"  one shared device (event model with the measured contention): DSI predicted "
+              f"{shared_ms:.3f} ms/token; dsi/si predicted {shared['dsi/si']:.3f}x "
+              f"(measured/predicted {shared['measured/predicted dsi/si']:.3f}), dsi/nonsi "
+              f"{shared['dsi/nonsi']:.3f}x ({shared['measured/predicted dsi/nonsi']:.3f})")
     print(f"  DSI orchestration overhead: {statistics.fmean(overhead_us):.1f} us/event "
           f"(committer thread time outside drafter forwards and waits)", flush=True)
     return {"lookahead": k, "sp_degree": sp, "ms_per_token": per_token,
@@ -263,7 +299,8 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
             "orchestration_us_per_event": statistics.fmean(overhead_us),
             "paper_required_sp": required,
             "dsi_contended": {"target_forward_ms": contended_target_ms, "c": contended_c,
-                              "predicted_ms_per_token": contended_ms}}
+                              "predicted_ms_per_token": contended_ms},
+            "shared_device": shared}
 
 
 def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -297,6 +334,10 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="devices of the DSI target servers, server i on the i-th (cycling), "
                    "e.g. cuda:1,cuda:2,cuda:3 for one GPU per server (the paper's setting); "
                    "default: all on --device with the drafter")
+    p.add_argument("--contention-forwards", type=int, default=50, metavar="N",
+                   help="forwards per measurement of how concurrent forwards slow each other "
+                   "down on one device, for the shared-device prediction (0: skip; skipped "
+                   "when --server-devices puts servers on other devices)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",
