@@ -1,12 +1,22 @@
 """Markdown tables from ``dsi-ref bench --json`` files: measured vs predicted, per configuration.
 
-Usage: ``python benchmarks/summarize.py docs/gpu-results/bench-*.json``.
+Usage: ``python benchmarks/summarize.py docs/gpu-results/bench-*.json`` (one table per file), and
+``python benchmarks/summarize.py --shared docs/gpu-results/probe.log FILE...``: the measured DSI
+beside the event model's prediction for one *shared* device (`dsi_ref.Contention`), with the
+slowdowns taken from the file's own ``concurrency`` probe or, for files written before the bench
+measured it, from the length-1 block of a ``benchmarks/concurrency_probe.py`` log of the same
+target model. Nothing here looks at the DSI runs' own forward times.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+import re
+from pathlib import Path
+from typing import Any
+
+import dsi_ref as dr
 
 
 def table(path: str) -> str:
@@ -38,5 +48,97 @@ def table(path: str) -> str:
     return "\n".join(lines)
 
 
+def probe_contention(log: str, model: str) -> dr.Contention | None:
+    """The slowdowns in the first (length-1) block of a concurrency-probe log of ``model``."""
+    target: dict[int, float] = {}
+    drafter: dict[int, float] = {}
+    for line in log.splitlines():
+        hit = re.match(rf"{re.escape(model)} length 1: (\d+) concurrent sessions: ([\d.]+) ms",
+                       line)
+        if hit:
+            target[int(hit[1])] = float(hit[2])
+            continue
+        hit = re.match(r"drafter \S+ forward with (\d+) busy target sessions: ([\d.]+) ms", line)
+        if hit and target and int(hit[1]) not in drafter:
+            drafter[int(hit[1])] = float(hit[2])
+        elif hit is None and drafter:
+            break                               # the end of the first block
+    if not target or 1 not in target or 0 not in drafter:
+        return None
+    return dr.Contention(tuple(target[m] / target[1] for m in sorted(target)),
+                         tuple(drafter[m] / drafter[0] for m in sorted(drafter)))
+
+
+def shared_rows(path: str, probe_log: str | None) -> tuple[str, list[dict[str, Any]]]:
+    """Measured DSI against the shared-device prediction, one row per configuration."""
+    with open(path) as fh:
+        data = json.load(fh)
+    pair = data["pair"]
+    model = pair["name"].split("/")[0]
+    if data.get("concurrency"):
+        probe = data["concurrency"]
+        contention = dr.Contention(
+            tuple(t / probe["target_ms"][0] for t in probe["target_ms"]),
+            tuple(d / probe["drafter_ms"][0] for d in probe["drafter_ms"]))
+        source = "the file's own probe"
+    else:
+        contention = probe_contention(probe_log, model) if probe_log else None
+        source = "the probe log"
+    if contention is None:
+        return f"{path}: no contention measured for {model}", []
+    a = pair["acceptance"] if data["verify"] == "greedy" else pair["sampling_acceptance"]
+    c = pair["drafter_tpot_ms"] / pair["target_tpot_ms"]
+    n, tpot = data["new_tokens"], pair["target_tpot_ms"]
+    rows = []
+    for r in data["results"]:
+        k, sp = r["lookahead"], r["sp_degree"]
+        dsi = float(dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="event",
+                                        sp_degree=sp, contention=contention))
+        si = float(dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n))
+        ms = r["ms_per_token"]
+        rows.append({"k": k, "sp": sp, "dsi_ms": ms["dsi"], "pred_dsi_ms": dsi / n * tpot,
+                     "dsi/si": r["measured_speedup"]["dsi/si"], "pred dsi/si": si / dsi,
+                     "dsi/nonsi": r["measured_speedup"]["dsi/nonsi"],
+                     "pred dsi/nonsi": n / dsi,
+                     "indep dsi/si": r["predicted_speedup"].get("dsi_event/si", float("nan"))})
+    head = (f"**{pair['name']}**, verify={data['verify']}, {data['device']}: contention "
+            f"from {source}: target x" + ", x".join(f"{s:.2f}" for s in contention.target)
+            + " with 1.. forwards running; drafter x"
+            + ", x".join(f"{s:.2f}" for s in contention.drafter) + " beside 0.. of them")
+    return head, rows
+
+
+def shared_table(path: str, probe_log: str | None) -> str:
+    """`shared_rows` as a markdown table."""
+    head, rows = shared_rows(path, probe_log)
+    if not rows:
+        return head
+    lines = [head, "", "| k | SP | DSI ms/token measured / shared pred. | DSI/SI measured "
+             "(shared pred.; independent servers) | measured / shared pred. | DSI/non-SI "
+             "measured (shared pred.) | measured / shared pred. |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {r['k']} | {r['sp']} | {r['dsi_ms']:.2f} / {r['pred_dsi_ms']:.2f} | "
+            f"{r['dsi/si']:.2f} ({r['pred dsi/si']:.2f}; {r['indep dsi/si']:.2f}) | "
+            f"{r['dsi/si'] / r['pred dsi/si']:.2f} | {r['dsi/nonsi']:.2f} "
+            f"({r['pred dsi/nonsi']:.2f}) | {r['dsi/nonsi'] / r['pred dsi/nonsi']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("files", nargs="+", help="dsi-ref bench --json files")
+    parser.add_argument("--shared", metavar="PROBE_LOG", nargs="?", const="",
+                        help="the shared-device comparison (a probe log for older files)")
+    args = parser.parse_args()
+    if args.shared is None:
+        print("\n\n".join(table(p) for p in args.files))
+        return
+    log = Path(args.shared).read_text() if args.shared else None
+    print("\n\n".join(shared_table(p, log) for p in args.files))
+
+
 if __name__ == "__main__":
-    print("\n\n".join(table(p) for p in sys.argv[1:]))
+    main()
