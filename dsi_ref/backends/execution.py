@@ -44,20 +44,10 @@ import torch
 
 from ..decoding import check_inputs
 from ..dsi import DSIConfig, DSIRun, QueuePolicy, _Draft, _Task
-from ..models import Number
-from ..randomness import Randomness, Sampler
+from ..randomness import Randomness
 from ..run import Event, Run
 from ..speculative import SpeculativeConfig
-from ..verification import (
-    Decision,
-    ExactMatch,
-    Greedy,
-    NumericalError,
-    RejectionSampling,
-    Rule,
-    VerifyRule,
-    as_rule,
-)
+from ..verification import Rule, VerifyRule
 from .torch_lm import (
     BackendError,
     BackendLM,
@@ -66,91 +56,9 @@ from .torch_lm import (
     TorchLM,
     canonical_device,
 )
+from .vectorised import vectorised_rule
 
 __all__ = ["Engine", "vectorised_rule"]
-
-
-# -- vectorised verification rules ----------------------------------------------------------------
-def _categorical(weights: np.ndarray, rng: Randomness, key: object) -> int:
-    """``rng.categorical(weights, key)`` for a float64 array, vectorised for `Sampler`.
-
-    Same arithmetic as `Sampler.categorical`: the total is the sequential float sum (np.cumsum
-    accumulates left to right, as Sampler's loop does) and the index is the first one whose
-    cumulative weight exceeds ``u · total``.
-    """
-    if not isinstance(rng, Sampler):
-        return rng.categorical([float(w) for w in weights], key=key)
-    if not (weights >= 0).all():
-        raise ValueError(f"categorical weights must be >= 0 (key {key!r})")
-    cumulative = np.cumsum(weights)
-    total = float(cumulative[-1])
-    if not total > 0:
-        raise ValueError(f"categorical weights must have a positive sum (key {key!r})")
-    index = int(np.searchsorted(cumulative, rng.uniform(key) * total, side="right"))
-    if index >= len(weights):   # float rounding at u ~ 1: the last positive weight, as Sampler
-        index = int(np.flatnonzero(weights > 0)[-1])
-    return index
-
-
-class _Vectorised(RejectionSampling):
-    """The array steps of `RejectionSampling` (draft, residual, bonus) on numpy rows."""
-
-    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
-              context: tuple[int, ...]) -> int:
-        """``x ~ q`` (key ``("draft", i, context)``)."""
-        return _categorical(np.asarray(draft_probs), rng, ("draft", len(context), context))
-
-    def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
-                 rng: Randomness, context: tuple[int, ...]) -> int:
-        """A token from the normalised ``(p − q)+`` (key ``("residual", i, context)``)."""
-        p, q = np.asarray(target_probs), np.asarray(draft_probs)
-        weights = np.where(p > q, p - q, 0.0)
-        if not weights.sum() > 0:
-            raise NumericalError(f"rejected the draft at position {len(context)} but the "
-                                 "residual (p - q)+ is empty: float rounding in p or q")
-        return _categorical(weights, rng, ("residual", len(context), context))
-
-    def bonus(self, target_probs: Sequence[Number], rng: Randomness,
-              context: tuple[int, ...]) -> int:
-        """A token from ``p`` (key ``("target", i, context)``)."""
-        return _categorical(np.asarray(target_probs), rng, ("target", len(context), context))
-
-
-class _VectorisedRejection(_Vectorised):
-    """`RejectionSampling` on numpy rows."""
-
-
-class _VectorisedExactMatch(_Vectorised, ExactMatch):
-    """`ExactMatch` on numpy rows (its ``decide`` is inherited; ``bonus`` is vectorised)."""
-
-
-class _VectorisedGreedy(_Vectorised, Greedy):
-    """`Greedy` on numpy rows: ``np.argmax`` returns the first maximum, the reference's tie rule."""
-
-    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
-              context: tuple[int, ...]) -> int:
-        """``argmax q``."""
-        return int(np.argmax(np.asarray(draft_probs)))
-
-    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
-               draft: int | None, rng: Randomness, context: tuple[int, ...]) -> Decision:
-        """Commit ``argmax p``; the draft is accepted when equal."""
-        y = int(np.argmax(np.asarray(target_probs)))
-        if draft is None:
-            return Decision(y, False, "bonus")
-        return Decision(y, y == draft, "accepted" if y == draft else "rejected")
-
-
-_VECTORISED: dict[type, type] = {RejectionSampling: _VectorisedRejection,
-                                 ExactMatch: _VectorisedExactMatch, Greedy: _VectorisedGreedy}
-
-
-def vectorised_rule(verify: VerifyRule | Rule) -> Rule:
-    """The rule ``verify`` with its array steps on numpy rows (built-in rules); a custom rule is
-    returned as given (correct on numpy rows, only slower)."""
-    rule = as_rule(verify)
-    fast = _VECTORISED.get(type(rule))
-    return fast() if fast is not None else rule
 
 
 # -- the engine ------------------------------------------------------------------------------------
