@@ -133,16 +133,23 @@ def test_engine_dsi_rejection_commits_the_reference_rules_decisions(
     assert same_schedule >= 1   # the equality above was exercised
 
 
+def _check_exact_match_and_rejection(engine: Engine, target: TorchLM, drafter: TorchLM,
+                                     lookahead: int) -> None:
+    """DSI with SP = 3: exact-match commits non-SI's tokens, rejection the reference rule's
+    decisions on its own schedule."""
+    for seed in range(3):
+        expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
+        real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=lookahead, sp_degree=3,
+                          verify="exact_match")
+        assert real.tokens == expected
+        real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=lookahead, sp_degree=3)
+        assert list(real.tokens) == _replay(target, drafter, real, seed)
+
+
 def test_frontier_yielding_changes_timing_not_decisions(pair: tuple[TorchLM, TorchLM]) -> None:
     target, drafter = pair
     with Engine(target, drafter, frontier_yields=True) as engine:
-        for seed in range(3):
-            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
-            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3,
-                              verify="exact_match")
-            assert real.tokens == expected
-            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3)
-            assert list(real.tokens) == _replay(target, drafter, real, seed)
+        _check_exact_match_and_rejection(engine, target, drafter, lookahead=3)
 
 
 @pytest.mark.parametrize("sp_degree", [1, 3])
@@ -243,13 +250,7 @@ def test_servers_on_their_own_devices_commit_the_reference_decisions(
         models = [s.session.model for s in servers]  # type: ignore[union-attr]
         assert models[0] is target.model and models[2] is target.model
         assert models[1] is not target.model
-        for seed in range(3):
-            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
-            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3,
-                              verify="exact_match")
-            assert real.tokens == expected
-            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3)
-            assert list(real.tokens) == _replay(target, drafter, real, seed)
+        _check_exact_match_and_rejection(engine, target, drafter, lookahead=2)
 
 
 def test_server_devices_are_checked(pair: tuple[TorchLM, TorchLM]) -> None:

@@ -14,17 +14,13 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-
-from dsi_ref import Sampler  # noqa: E402
-from dsi_ref.backends.vectorised import (  # noqa: E402
+from dsi_ref import Sampler
+from dsi_ref.backends.vectorised import (  # numpy only: runs without torch too
     BLOCK,
     _certified_index,
     categorical,
     sequential_index,
 )
-
-pytestmark = pytest.mark.torch
 
 
 class _FixedUniform(Sampler):
