@@ -117,7 +117,7 @@ class _Vectorised(RejectionSampling):
     def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
                  rng: Randomness, context: tuple[int, ...]) -> int:
         """A token from the normalised ``(p − q)+`` (key ``("residual", i, context)``)."""
-        weights = np.subtract(target_probs, draft_probs)
+        weights = np.subtract(np.asarray(target_probs), np.asarray(draft_probs))
         np.maximum(weights, 0.0, out=weights)       # (p − q)+: exactly where(p > q, p − q, 0)
         if not weights.sum() > 0:
             raise NumericalError(f"rejected the draft at position {len(context)} but the "
