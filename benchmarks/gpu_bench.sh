@@ -5,7 +5,8 @@
 #   benchmarks/gpu_bench.sh                      # probe + 1B/68M (rejection, greedy) + 7B/68M
 #   SKIP_PROBE=1 SKIP_7B=1 VERIFY=rejection benchmarks/gpu_bench.sh
 # On a machine with several GPUs it also runs the paper's setting: the drafter on cuda:0 and the
-# target servers on cuda:1 .. cuda:(n-1), one GPU each (--server-devices).
+# target servers on cuda:1 .. cuda:(n-1), one GPU each (--server-devices). It ends with the
+# host-overhead benchmark and $OUT/summary.md (the tables of docs/gpu-backend.md, both kinds).
 set -uo pipefail
 OUT=${OUT:-bench-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -35,3 +36,7 @@ if [ "$GPUS" -ge 2 ]; then
         --server-devices "$DEVICES" \
         --json "$OUT/bench-1b-rejection-multigpu.json" 2>&1 | tee "$OUT/bench-1b-rejection-multigpu.log"
 fi
+# the host's own cost per token (instant models: no forwards), and the tables of docs/gpu-backend.md
+python3 benchmarks/bench_host_overhead.py 2>&1 | tee "$OUT/host-overhead.log"
+python3 benchmarks/summarize.py "$OUT"/bench-*.json > "$OUT/summary.md"
+python3 benchmarks/summarize.py --shared "$OUT/probe.log" "$OUT"/bench-*.json >> "$OUT/summary.md"  # a missing log is skipped

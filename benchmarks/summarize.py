@@ -75,6 +75,8 @@ def shared_rows(path: str, probe_log: str | None) -> tuple[str, list[dict[str, A
         data = json.load(fh)
     pair = data["pair"]
     model = pair["name"].split("/")[0]
+    if data.get("server_devices"):
+        return f"{path}: servers on devices of their own, nothing shared to predict", []
     if data.get("concurrency"):
         probe = data["concurrency"]
         contention = dr.Contention(
@@ -136,7 +138,7 @@ def main() -> None:
     if args.shared is None:
         print("\n\n".join(table(p) for p in args.files))
         return
-    log = Path(args.shared).read_text() if args.shared else None
+    log = Path(args.shared).read_text() if args.shared and Path(args.shared).is_file() else None
     print("\n\n".join(shared_table(p, log) for p in args.files))
 
 
