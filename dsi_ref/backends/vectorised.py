@@ -14,8 +14,9 @@ decides whether that candidate is certainly the sequential answer. Any summation
 non-negative floats is within ``γ_n · Σ w`` of the exact sum (``γ_n = n ε / (1 − n ε)``,
 ``ε = 2^-53``; Higham, *Accuracy and Stability of Numerical Algorithms*, §4.2), so the blocked
 and the sequential prefix sums differ by at most ``2 γ_n Σ w``; when the threshold is not within
-that distance of a boundary the candidate is the answer, otherwise (about once in 10^6 draws for
-a 32 000-entry row) the full sequential sum decides. The result is the sequential one every time.
+that distance of a boundary the candidate is the answer, otherwise (at most about once in 10^6
+draws for a 32 000-entry row) the full sequential sum decides. The result is the sequential one
+every time.
 """
 
 from __future__ import annotations
