@@ -161,7 +161,8 @@ def measure_concurrency(target: BackendLM, drafter: BackendLM, prompt: Sequence[
     _check_pair(target, drafter)
     context = tuple(prompt) + (1,) * length
     sessions = [target.session() for _ in range(max_running)]
-    drafter_session = drafter.session()
+    # the drafter's stream is the more urgent one, as in `Engine`
+    drafter_session = drafter.session(priority=-1 if drafter.device.type == "cuda" else 0)
     for session in sessions:
         session.rows(context, length)                  # capture graphs, cache the prompt
     drafter_session.rows(tuple(prompt) + (1,), 1)
