@@ -261,3 +261,20 @@ def test_server_devices_are_checked(pair: tuple[TorchLM, TorchLM]) -> None:
     if not torch.cuda.is_available():
         with pytest.raises(BackendError, match="cuda"):
             Engine(*pair, server_devices=["cuda:1"])
+
+
+@pytest.mark.gpu
+def test_servers_on_every_cuda_device_commit_the_non_si_tokens() -> None:
+    """On a GPU machine: server i on cuda:(i mod n), each device with its own copy of the
+    weights (one device: the same weights), and the CPU replica gives the GPU's rows."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    target, drafter = build_pair(device="cuda", dtype="fp64", max_seq_len=64)
+    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    assert target.replica("cpu").probs(PROMPT) == pytest.approx(target.probs(PROMPT), abs=1e-12)
+    with Engine(target, drafter, server_devices=devices) as engine:
+        for seed in range(3):
+            expected = engine.autoregressive(PROMPT, N, dr.Sampler(seed)).tokens
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3,
+                              verify="exact_match")
+            assert real.tokens == expected

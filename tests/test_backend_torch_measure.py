@@ -187,3 +187,15 @@ def test_bench_rejects_a_missing_server_device(capsys: pytest.CaptureFixture[str
     assert main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
                  "cpu", "--server-devices", "cuda:7"]) == 2
     assert "cuda:7" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_measure_concurrency_on_cuda_gives_slowdowns_for_the_simulator() -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    target, drafter = build_pair(device="cuda", dtype="fp32", max_seq_len=64)
+    probe = measure_concurrency(target, drafter, (1, 2, 3), 3, forwards=10)
+    assert all(t > 0 for t in probe.target_ms + probe.drafter_ms)
+    latency = dr.expected_latency("dsi", c=0.2, a=0.7, k=3, n_tokens=16, model="event",
+                                  sp_degree=3, contention=probe.contention())
+    assert latency > 0
