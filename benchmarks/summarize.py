@@ -65,8 +65,8 @@ def probe_contention(log: str, model: str) -> dr.Contention | None:
             break                               # the end of the first block
     if not target or 1 not in target or 0 not in drafter:
         return None
-    return dr.Contention(tuple(target[m] / target[1] for m in sorted(target)),
-                         tuple(drafter[m] / drafter[0] for m in sorted(drafter)))
+    return dr.Contention.from_times([target[m] for m in sorted(target)],
+                                    [drafter[m] for m in sorted(drafter)])
 
 
 def shared_rows(path: str, probe_log: str | None) -> tuple[str, list[dict[str, Any]]]:
@@ -79,9 +79,7 @@ def shared_rows(path: str, probe_log: str | None) -> tuple[str, list[dict[str, A
         return f"{path}: servers on devices of their own, nothing shared to predict", []
     if data.get("concurrency"):
         probe = data["concurrency"]
-        contention = dr.Contention(
-            tuple(t / probe["target_ms"][0] for t in probe["target_ms"]),
-            tuple(d / probe["drafter_ms"][0] for d in probe["drafter_ms"]))
+        contention = dr.Contention.from_times(probe["target_ms"], probe["drafter_ms"])
         source = "the file's own probe"
     else:
         contention = probe_contention(probe_log, model) if probe_log else None

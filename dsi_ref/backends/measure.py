@@ -136,8 +136,7 @@ class ConcurrencyMeasurement:
 
     def contention(self) -> Contention:
         """The slowdowns relative to a forward alone, for ``expected_latency(contention=...)``."""
-        return Contention(tuple(t / self.target_ms[0] for t in self.target_ms),
-                          tuple(d / self.drafter_ms[0] for d in self.drafter_ms))
+        return Contention.from_times(self.target_ms, self.drafter_ms)
 
     def as_dict(self) -> dict[str, object]:
         """Every field and the parallelism (JSON)."""

@@ -786,9 +786,7 @@ class TorchLM:
 def replicate(lm: _Replicable, device: str | torch.device) -> Any:
     """A shallow copy of ``lm`` whose ``model`` is a deep copy moved to ``device`` (and whose
     default session is not shared): `TorchLM.replica` and `CheckpointLM.replica`."""
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise BackendError("device='cuda' requested but torch.cuda.is_available() is False")
+    device = canonical_device(device)
     clone = copy.copy(lm)
     with torch.inference_mode():
         clone.model = copy.deepcopy(lm.model).to(device)

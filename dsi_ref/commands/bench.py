@@ -166,12 +166,11 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
           f"c = {pair.c:.4f}; acceptance greedy {pair.acceptance:.4f}, sampling "
           f"{pair.sampling_acceptance:.4f} (a used: {a:.4f})", flush=True)
 
-    contention = None
+    probe = None
     one_device = set(engine.server_devices) == {canonical_device(target.device)}
     if args.contention_forwards and one_device:
         probe = measure_concurrency(target, drafter, prompts[0], max(args.sp_degree),
                                     forwards=args.contention_forwards)
-        contention = probe.contention()
         print("measured on one device: a target forward with "
               + ", ".join(f"{m} running {t:.3f} ms" for m, t in enumerate(probe.target_ms, 1))
               + " (parallelism " + ", ".join(f"{x:.2f}" for x in probe.parallelism)
@@ -188,6 +187,7 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
         print(f"table row written to {args.table_row} (dsi-ref table --rows {args.table_row})")
 
     results: list[dict[str, Any]] = []
+    contention = probe.contention() if probe is not None else None
     warm = prompts[0]
     for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
         engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
@@ -204,7 +204,7 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
                        "new_tokens": args.new_tokens, "segments": args.segments,
                        "frontier_yields": args.frontier_yields, "batched": args.batched,
                        "server_devices": args.server_devices,
-                       "concurrency": probe.as_dict() if contention is not None else None,
+                       "concurrency": probe.as_dict() if probe is not None else None,
                        "prompts": args.prompts, "verify": args.verify, "results": results},
                       fh, indent=2)
     return 0

@@ -9,6 +9,7 @@ units of the target's TPOT); ``None`` means the plain cost.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, TypeAlias
@@ -79,6 +80,18 @@ class Contention:
             if not math.isclose(float(table[0]), 1.0, rel_tol=1e-12):
                 raise InvalidParameterError(f"Contention.{name}[0] must be 1 (a forward alone "
                                             f"runs at its own speed), got {table[0]!r}")
+
+    @classmethod
+    def from_times(cls, target: Sequence[float], drafter: Sequence[float]) -> Contention:
+        """The slowdowns of measured wall times: ``target[m − 1]`` = one target forward with
+        ``m`` running, ``drafter[m]`` = one drafter forward beside ``m`` (any unit).
+
+        >>> Contention.from_times((3.0, 4.5), (0.5, 0.75)).drafter
+        (1.0, 1.5)
+        """
+        if not target or not drafter:
+            raise InvalidParameterError("Contention.from_times needs at least one time of each")
+        return cls(tuple(t / target[0] for t in target), tuple(d / drafter[0] for d in drafter))
 
     @staticmethod
     def _lookup(table: tuple[float, ...], index: int) -> float:
