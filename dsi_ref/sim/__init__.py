@@ -40,19 +40,21 @@ __all__ = ["ALGORITHMS", "MODELS", "Contention", "InsufficientServersError", "Si
 
 def _params(algorithm: Algorithm, c: Num, a: Num, k: int | None, n_tokens: int, model: Model,
             sp_degree: int | None, queue: str, target_first: Num | None,
-            drafter_first: Num | None, contention: Contention | None = None) -> SimParams:
+            drafter_first: Num | None, contention: Contention | None = None,
+            verify_cost: Num | None = None) -> SimParams:
     if k is None:
         if algorithm != "nonsi":
             raise InvalidParameterError(f"{algorithm} needs a lookahead k (an int >= 1)")
         k = 1
     return SimParams(algorithm, c, a, k, n_tokens, model, sp_degree, queue,  # type: ignore[arg-type]
-                     target_first, drafter_first, contention)
+                     target_first, drafter_first, contention, verify_cost)
 
 
 def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
                      model: Model = "paper", sp_degree: int | None = None, queue: str = "fifo",
                      target_first: Num | None = None, drafter_first: Num | None = None,
-                     contention: Contention | None = None) -> Num:
+                     contention: Contention | None = None,
+                     verify_cost: Num | None = None) -> Num:
     """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
 
     Args:
@@ -69,6 +71,10 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
         contention: event model: the servers and the drafter share one device, with the
             measured slowdowns of a `Contention` (a float result); ``None`` = independent
             servers. Only DSI runs forwards concurrently, so only DSI changes.
+        verify_cost: ``v``, the cost of a verification forward (the target over a window of
+            drafts plus one token); ``None`` = 1, the paper's assumption. SI and the event
+            model's DSI (not the paper model's); measured, it is the forward time at query
+            length ``k + 1`` over the TPOT.
 
     Returns a ``Fraction`` when every number given is rational (and no contention), else a
     float.
@@ -78,7 +84,7 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
     Fraction(8, 5)
     """
     p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention)
+                drafter_first, contention, verify_cost)
     if p.algorithm == "nonsi":
         return nonsi_exact(p)
     if p.algorithm == "si":
@@ -90,7 +96,8 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
                      n_repeats: int, seed: int | np.random.Generator, model: Model = "paper",
                      sp_degree: int | None = None, queue: str = "fifo",
                      target_first: Num | None = None, drafter_first: Num | None = None,
-                     contention: Contention | None = None) -> NDArray[np.float64]:
+                     contention: Contention | None = None,
+                     verify_cost: Num | None = None) -> NDArray[np.float64]:
     """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
 
     Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
@@ -102,7 +109,7 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, int) or n_repeats < 1:
         raise InvalidParameterError(f"n_repeats must be an int >= 1, got {n_repeats!r}")
     p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention)
+                drafter_first, contention, verify_cost)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     if p.model == "event" and p.algorithm == "dsi":
         return simulate_event(p, n_repeats, rng)

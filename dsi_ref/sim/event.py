@@ -84,20 +84,24 @@ class _Costs:
 
     c: int | float
     target: int | float
-    target_first: int | float
+    target_first: int | float | None     # None: a server's first forward costs the plain cost
     drafter_first: int | float
+    verify: int | float
     scale: int
 
     @classmethod
     def of(cls, p: SimParams) -> _Costs:
         t1 = p.target_first if p.target_first is not None else 1
         d1 = p.drafter_first if p.drafter_first is not None else p.c
+        costs: list[int | float]
         if p.exact:
-            values = [Fraction(p.c), Fraction(1), Fraction(t1), Fraction(d1)]
+            values = [Fraction(p.c), Fraction(1), Fraction(t1), Fraction(d1), Fraction(p.verify)]
             scale = math.lcm(*(v.denominator for v in values))
-            c, t, tf, df = (int(v * scale) for v in values)
-            return cls(c, t, tf, df, scale)
-        return cls(float(p.c), 1.0, float(t1), float(d1), 1)
+            costs = [int(x * scale) for x in values]
+        else:
+            costs, scale = [float(p.c), 1.0, float(t1), float(d1), float(p.verify)], 1
+        c, t, tf, df, v = costs
+        return cls(c, t, tf if p.target_first is not None else None, df, v, scale)
 
     def time(self, ticks: int | float) -> Num:
         return Fraction(int(ticks), self.scale) if self.scale != 1 or isinstance(ticks, int) \
@@ -177,7 +181,10 @@ class _Engine:
         first = self.server_first[server]
         self.server_first[server] = False
         task.server = server
-        task.end = self.now + (self.costs.target_first if first else self.costs.target)
+        cost = self.costs.target if task.frontier else self.costs.verify
+        if first and self.costs.target_first is not None:
+            cost = self.costs.target_first      # prefill: the TTFT, whatever the task
+        task.end = self.now + cost
         self.busy[server] = task
         self.tasks.append(task)
         self.used = max(self.used, server)

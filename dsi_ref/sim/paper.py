@@ -4,8 +4,9 @@ Acceptance level (PAPER.md): each draft is accepted i.i.d. with rate ``a`` up to
 rejection, so the accepted drafts before a rejection, ``G``, have ``P(G >= j) = a^j``.
 
 * non-SI: ``T = N``.
-* SI: an iteration with ``L`` tokens left drafts ``m = min(k, L − 1)`` tokens, costs ``m c + 1``
-  and yields ``min(G, m) + 1`` tokens.
+* SI: an iteration with ``L`` tokens left drafts ``m = min(k, L − 1)`` tokens, costs ``m c + v``
+  (``v`` = ``verify_cost``, 1 by default; an iteration without drafts costs 1) and yields
+  ``min(G, m) + 1`` tokens.
 * DSI (official ``SimulDSI``): a *segment* is fully accepted windows of ``k`` drafts followed by
   the first window with a rejection (windows shortened so that at most ``N − 1 − t`` drafts are
   made from position ``t``, then a bonus forward). With ``r = N − 1 − t`` and ``G = g``:
@@ -48,21 +49,22 @@ def nonsi_exact(p: SimParams) -> Num:
 def si_exact(p: SimParams) -> Num:
     """Exact ``E[T_SI]`` by dynamic programming over ``L`` = tokens left.
 
-    ``E(L) = m c + 1 + Σ_{j<m} a^j (1 − a) E(L − 1 − j) + a^m E(L − 1 − m)``, ``m = min(k, L−1)``;
-    the sum is carried as ``W(L) = E(L−1) + a W(L−1) − a^k E(L−1−k)``.
+    ``E(L) = m c + v + Σ_{j<m} a^j (1 − a) E(L − 1 − j) + a^m E(L − 1 − m)``, ``m = min(k, L−1)``
+    (``v`` = the verification forward's cost, 1 when ``m = 0``); the sum is carried as
+    ``W(L) = E(L−1) + a W(L−1) − a^k E(L−1−k)``.
 
     >>> si_exact(SimParams("si", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2))
     Fraction(3, 1)
     """
     zero = _zero(p)
-    c, a, k, n = p.c + zero, p.a + zero, p.k, p.n_tokens
+    c, a, k, n, v = p.c + zero, p.a + zero, p.k, p.n_tokens, p.verify + zero
     ak = a ** k
     e = [zero] * (n + 1)
     w = zero
     for left in range(1, n + 1):
         m = min(k, left - 1)
         w = e[left - 1] + a * w - (ak * e[left - 1 - k] if left - 1 - k >= 0 else zero)
-        e[left] = m * c + 1 + (1 - a) * w + a ** m * e[left - 1 - m]
+        e[left] = m * c + (v if m else 1) + (1 - a) * w + a ** m * e[left - 1 - m]
     return e[n] + p.prefill_extra(drafter=n >= 2)
 
 
@@ -186,7 +188,7 @@ def simulate_paper(p: SimParams, n_repeats: int, rng: np.random.Generator) -> Fl
         left = n - done[live]
         if p.algorithm == "si":
             m = np.minimum(k, left - 1)
-            cost[live] += m * c + 1
+            cost[live] += m * c + np.where(m > 0, float(p.verify), 1.0)
             done[live] += np.minimum(g, m) + 1
         else:
             r = left - 1

@@ -3,7 +3,9 @@
 Notation (PAPER.md): drafter forward ``c`` (target forward = 1), acceptance rate ``a``,
 lookahead ``k``, ``N`` = ``n_tokens`` tokens to generate, ``SP`` = ``sp_degree`` target servers.
 Prefill: ``target_first`` / ``drafter_first`` are the costs of a model's first forward (TTFT in
-units of the target's TPOT); ``None`` means the plain cost.
+units of the target's TPOT); ``None`` means the plain cost. ``verify_cost`` is the cost ``v`` of a
+verification forward (the target over a window of drafts plus one token) in the same unit; the
+paper takes ``v = 1`` (``None``), i.e. a forward's cost does not depend on its query length.
 """
 
 from __future__ import annotations
@@ -143,6 +145,12 @@ class SimParams:
         contention: event model only: the servers and the drafter share one device
             (`Contention`); results are then floats. Non-SI and SI never run two forwards at
             once, so it changes DSI only. ``None``: independent servers (the paper's setting).
+        verify_cost: ``v``, the cost of a verification forward (the target over up to ``k``
+            drafts plus one token; target forward of one token = 1): SI's iterations with at
+            least one draft and the event model's verification tasks cost ``v``, non-SI's
+            forwards and the event model's frontier tasks 1. ``None`` = 1 (the paper's
+            assumption). Not for the paper model's DSI, whose segments charge no forward of
+            their own.
     """
 
     algorithm: Algorithm
@@ -156,6 +164,7 @@ class SimParams:
     target_first: Num | None = None
     drafter_first: Num | None = None
     contention: Contention | None = None
+    verify_cost: Num | None = None
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -171,6 +180,7 @@ class SimParams:
         _check_int("n_tokens", self.n_tokens, 1)
         _check_positive("target_first", self.target_first, allow_none=True)
         _check_positive("drafter_first", self.drafter_first, allow_none=True)
+        _check_positive("verify_cost", self.verify_cost, allow_none=True)
         if self.queue not in QUEUES:
             raise InvalidParameterError(f"queue must be one of {QUEUES}, got {self.queue!r}")
         if self.sp_degree is not None:
@@ -184,6 +194,9 @@ class SimParams:
         if self.contention is not None and self.model == "paper" and self.algorithm == "dsi":
             raise InvalidParameterError("the paper model has unlimited independent servers: "
                                         "contention needs model='event'")
+        if self.verify_cost is not None and self.model == "paper" and self.algorithm == "dsi":
+            raise InvalidParameterError("the paper model charges DSI per segment, not per "
+                                        "forward: verify_cost needs model='event'")
         if self.model == "paper" and self.algorithm == "dsi" and self.sp_degree is not None:
             need = required_servers(self.c, self.k)
             if self.sp_degree < need:
@@ -196,7 +209,12 @@ class SimParams:
     def exact(self) -> bool:
         """True when every number is rational (results are then exact ``Fraction``s)."""
         return self.contention is None and is_exact(self.c, self.a, self.target_first,
-                                                    self.drafter_first)
+                                                    self.drafter_first, self.verify_cost)
+
+    @property
+    def verify(self) -> Num:
+        """``v``: the cost of a verification forward (``verify_cost``, 1 when ``None``)."""
+        return 1 if self.verify_cost is None else self.verify_cost
 
     def prefill_extra(self, *, drafter: bool) -> Num:
         """``(target_first − 1) + (drafter_first − c)`` (the drafter part only if it drafts)."""
