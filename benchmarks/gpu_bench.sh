@@ -4,6 +4,7 @@
 # loads every command); dsi_ref is prepended to PYTHONPATH.
 #   benchmarks/gpu_bench.sh                      # probe + 1B/68M (rejection, greedy) + 7B/68M
 #   SKIP_PROBE=1 SKIP_7B=1 VERIFY=rejection benchmarks/gpu_bench.sh
+# PROBE_LENGTHS (default "1 4 6 9"): query lengths of the concurrency probe (k + 1 for k = 3, 5, 8)
 # A smoke run of the whole pipeline on a CPU, with tiny models, in about a minute:
 #   OUT=/tmp/smoke TARGET=tiny-target DRAFTER=tiny-drafter TAG=tiny DTYPE=fp64 NEW_TOKENS=12 \
 #     PROMPTS=2 LOOKAHEAD=2 SP=2 SKIP_7B=1 benchmarks/gpu_bench.sh
@@ -17,10 +18,11 @@ TARGET=${TARGET:-llama-1b}; DRAFTER=${DRAFTER:-llama-68m}; TAG=${TAG:-1b}
 COMMON=(--new-tokens "${NEW_TOKENS:-128}" --prompts "${PROMPTS:-5}" --dtype "${DTYPE:-bf16}")
 python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA")'
 if [ -z "${SKIP_PROBE:-}" ]; then
-    python3 benchmarks/concurrency_probe.py --model "$TARGET" --drafter "$DRAFTER" --length 1 \
-        --forwards 100 2>&1 | tee "$OUT/probe.log"
-    python3 benchmarks/concurrency_probe.py --model "$TARGET" --drafter "$DRAFTER" --length 6 \
-        --forwards 100 --sessions 4 2>&1 | tee -a "$OUT/probe.log"
+    : > "$OUT/probe.log"   # length 1 first (summarize.py reads that block), then verifications
+    for length in ${PROBE_LENGTHS:-1 4 6 9}; do
+        python3 benchmarks/concurrency_probe.py --model "$TARGET" --drafter "$DRAFTER" \
+            --length "$length" --forwards 100 --sessions 4 2>&1 | tee -a "$OUT/probe.log"
+    done
 fi
 for verify in ${VERIFY:-rejection greedy}; do
     python3 -m dsi_ref.cli bench --target "$TARGET" --drafter "$DRAFTER" "${COMMON[@]}" \

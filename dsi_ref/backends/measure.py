@@ -44,6 +44,7 @@ __all__ = [
     "measure_concurrency",
     "measure_latency",
     "measure_pair",
+    "measure_verify_cost",
     "random_prompts",
     "sampling_acceptance",
 ]
@@ -200,6 +201,34 @@ def measure_concurrency(target: BackendLM, drafter: BackendLM, prompt: Sequence[
     drafter_ms = tuple(run(m, None, threading.Event()) / forwards * 1e3
                        for m in range(max_running + 1))
     return ConcurrencyMeasurement(target_ms, drafter_ms, length, forwards)
+
+
+def measure_verify_cost(lm: BackendLM, prompt: Sequence[int], lengths: Sequence[int], *,
+                        forwards: int = 50) -> dict[int, float]:
+    """``v(L)``: the time of one forward over ``L`` query tokens after ``prompt``, over the time
+    of a one-token forward, for each ``L`` in ``lengths`` (a verification of ``k`` drafts has
+    ``L = k + 1``). What ``expected_latency(verify_cost=...)`` takes.
+
+    One session (warmed up: graphs captured, prompt cached) runs ``forwards`` forwards of each
+    length in turn, the one-token ones first and again last (their mean is the unit), through
+    the same `Session.rows` call the engine uses.
+    """
+    if forwards < 1 or not lengths or min(lengths) < 1:
+        raise BackendError(f"need forwards >= 1 and lengths >= 1, got {forwards} and "
+                           f"{list(lengths)}")
+    session = lm.session()
+    order = [1, *lengths, 1]
+    for length in order:                               # capture graphs, cache the prompt
+        session.rows(tuple(prompt) + (1,) * length, length)
+    seconds: dict[int, list[float]] = {}
+    for length in order:
+        context = tuple(prompt) + (1,) * length
+        began = time.perf_counter()
+        for _ in range(forwards):
+            session.rows(context, length)              # rows reach the host: synchronised
+        seconds.setdefault(length, []).append((time.perf_counter() - began) / forwards)
+    unit = statistics.fmean(seconds[1])
+    return {length: statistics.fmean(seconds[length]) / unit for length in lengths}
 
 
 def random_prompts(vocab_size: int, count: int, length: int, seed: int) -> list[tuple[int, ...]]:

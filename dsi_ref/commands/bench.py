@@ -6,6 +6,11 @@ paper's way (`dsi_ref.backends.measure`), (2) runs non-SI, SI and DSI for real o
 speedups beside the simulator's prediction for the *measured* ``c`` and ``a``, plus the
 orchestration overhead per event of the DSI committer.
 
+Besides the paper's setting (independent servers, every forward one TPOT) it predicts with two
+more measured inputs: how concurrent forwards slow each other down on one device
+(`measure_concurrency` → ``contention=``), and the cost ``v`` of a verification forward over
+``k + 1`` tokens in TPOTs (`measure_verify_cost` → ``verify_cost=``).
+
 The prediction uses `dsi_ref.expected_latency` when the core provides it (paper model, and the
 event model with the same ``sp_degree``); otherwise `paper_model_per_token`, PAPER.md's renewal
 formulas (N → ∞), computed here.
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..sim.params import Contention
+    from ..sim.params import Algorithm, Contention
 
 __all__ = ["install", "paper_model_per_token", "predictions"]
 
@@ -151,7 +156,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple[int, ...]],
                      where: str, args: argparse.Namespace) -> int:
-    from ..backends.measure import measure_concurrency, measure_pair
+    from ..backends.measure import measure_concurrency, measure_pair, measure_verify_cost
     from ..backends.torch_lm import canonical_device
     from ..randomness import Sampler
 
@@ -178,6 +183,14 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
               + ", ".join(f"{m}: {t:.3f} ms" for m, t in enumerate(probe.drafter_ms)),
               flush=True)
 
+    verify_costs: dict[int, float] = {}
+    if args.contention_forwards:
+        verify_costs = measure_verify_cost(target, prompts[0], [k + 1 for k in args.lookahead],
+                                           forwards=args.contention_forwards)
+        print("measured: a verification forward (k + 1 tokens) costs "
+              + ", ".join(f"v = {verify_costs[k + 1]:.3f} (k = {k})" for k in args.lookahead)
+              + " one-token forwards", flush=True)
+
     if args.table_row:   # the measured inputs, in the format of `dsi-ref table --rows`
         row = pair.table_row(greedy=args.verify == "greedy", sp_degree=max(args.sp_degree))
         with open(args.table_row, "w", newline="") as fh:
@@ -197,7 +210,7 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
     for k in args.lookahead:
         for sp in args.sp_degree:
             results.append(_run_config(engine, prompts, args, k, sp, pair.target_tpot_ms,
-                                       pair.c, a, contention))
+                                       pair.c, a, contention, verify_costs.get(k + 1)))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
@@ -217,7 +230,7 @@ def _millions(lm: Any) -> str:
 
 def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace, k: int,
                 sp: int, tpot_ms: float, c: float, a: float,
-                contention: Contention | None) -> dict[str, Any]:
+                contention: Contention | None, verify_cost: float | None) -> dict[str, Any]:
     from ..randomness import Sampler
     from ..sim import expected_latency
 
@@ -291,6 +304,8 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
               f"{shared_ms:.3f} ms/token; dsi/si predicted {shared['dsi/si']:.3f}x "
               f"(measured/predicted {shared['measured/predicted dsi/si']:.3f}), dsi/nonsi "
               f"{shared['dsi/nonsi']:.3f}x ({shared['measured/predicted dsi/nonsi']:.3f})")
+    verify = None if verify_cost is None else _with_verify_cost(
+        verify_cost, c, a, k, args.new_tokens, sp, tpot_ms, contention, per_token)
     print(f"  DSI orchestration overhead: {statistics.fmean(overhead_us):.1f} us/event "
           f"(committer thread time outside drafter forwards and waits)", flush=True)
     return {"lookahead": k, "sp_degree": sp, "ms_per_token": per_token,
@@ -300,7 +315,37 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
             "paper_required_sp": required,
             "dsi_contended": {"target_forward_ms": contended_target_ms, "c": contended_c,
                               "predicted_ms_per_token": contended_ms},
-            "shared_device": shared}
+            "shared_device": shared, "verify_cost": verify}
+
+
+def _with_verify_cost(v: float, c: float, a: float, k: int, n: int, sp: int, tpot_ms: float,
+                      contention: Contention | None,
+                      per_token: dict[str, float]) -> dict[str, Any]:
+    """The predictions again with a verification forward costing ``v`` TPOTs (SI's verifications
+    and DSI's verification tasks; non-SI and DSI's frontier tasks stay at one TPOT), on one
+    shared device when the contention was measured, else with independent servers."""
+    from ..sim import expected_latency
+
+    def ms(algorithm: Algorithm, **extra: Any) -> float:
+        return float(expected_latency(algorithm, c=c, a=a, k=k, n_tokens=n, verify_cost=v,
+                                      **extra)) / n * tpot_ms
+
+    predicted = {"nonsi": tpot_ms, "si": ms("si"),
+                 "dsi_independent": ms("dsi", model="event", sp_degree=sp)}
+    predicted["dsi"] = predicted["dsi_independent"] if contention is None else \
+        ms("dsi", model="event", sp_degree=sp, contention=contention)
+    out: dict[str, Any] = {"v": v, "setting": "independent servers" if contention is None
+                           else "one shared device", "predicted_ms_per_token": predicted}
+    for pair in ("dsi/si", "dsi/nonsi", "si/nonsi"):
+        slow, fast = pair.split("/")
+        out[pair] = predicted[fast] / predicted[slow]
+        out[f"measured/predicted {pair}"] = per_token[fast] / per_token[slow] / out[pair]
+    print(f"  with a verification forward of v = {v:.3f} TPOT ({out['setting']}): predicted "
+          f"ms/token SI {predicted['si']:.3f}, DSI {predicted['dsi']:.3f}; dsi/si "
+          f"{out['dsi/si']:.3f}x (measured/predicted {out['measured/predicted dsi/si']:.3f}), "
+          f"dsi/nonsi {out['dsi/nonsi']:.3f}x ({out['measured/predicted dsi/nonsi']:.3f}), "
+          f"si/nonsi {out['si/nonsi']:.3f}x ({out['measured/predicted si/nonsi']:.3f})")
+    return out
 
 
 def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -335,9 +380,10 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "e.g. cuda:1,cuda:2,cuda:3 for one GPU per server (the paper's setting); "
                    "default: all on --device with the drafter")
     p.add_argument("--contention-forwards", type=int, default=50, metavar="N",
-                   help="forwards per measurement of how concurrent forwards slow each other "
-                   "down on one device, for the shared-device prediction (0: skip; skipped "
-                   "when --server-devices puts servers on other devices)")
+                   help="forwards per timing of the two extra inputs of the prediction: how "
+                   "concurrent forwards slow each other down on one device (skipped when "
+                   "--server-devices puts servers on other devices) and the cost of a "
+                   "verification forward of k + 1 tokens (0: skip both)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",
