@@ -10,7 +10,7 @@
 #     PROMPTS=2 LOOKAHEAD=2 SP=2 SKIP_7B=1 benchmarks/gpu_bench.sh
 # On a machine with several GPUs it also runs the paper's setting: the drafter on cuda:0 and the
 # target servers on cuda:1 .. cuda:(n-1), one GPU each (--server-devices). It ends with the
-# host-overhead benchmark and $OUT/summary.md (the tables of docs/gpu-backend.md, both kinds).
+# host-overhead benchmark and $OUT/summary.md (the tables of docs/gpu-backend.md, all three kinds).
 set -uo pipefail
 OUT=${OUT:-bench-out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -50,3 +50,5 @@ python3 benchmarks/bench_host_overhead.py 2>&1 | tee "$OUT/host-overhead.log"
 python3 benchmarks/summarize.py "$OUT"/bench-*.json > "$OUT/summary.md"
 echo >> "$OUT/summary.md"
 python3 benchmarks/summarize.py --shared "$OUT/probe.log" "$OUT"/bench-*.json >> "$OUT/summary.md"  # a missing log is skipped
+echo >> "$OUT/summary.md"
+python3 benchmarks/summarize.py --verify "$OUT"/bench-*.json >> "$OUT/summary.md"  # every input measured

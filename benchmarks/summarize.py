@@ -6,6 +6,11 @@ beside the event model's prediction for one *shared* device (`dsi_ref.Contention
 slowdowns taken from the file's own ``concurrency`` probe or, for files written before the bench
 measured it, from the length-1 block of a ``benchmarks/concurrency_probe.py`` log of the same
 target model. Nothing here looks at the DSI runs' own forward times.
+
+``python benchmarks/summarize.py --verify FILE...``: the same with the file's measured cost ``v``
+of a verification forward (``k + 1`` tokens, in TPOTs; `dsi_ref.expected_latency`'s
+``verify_cost``), for SI and DSI alike: every input of the prediction measured, none taken from
+the runs being predicted. Predictions are recomputed here from the file's measured inputs.
 """
 
 from __future__ import annotations
@@ -126,13 +131,75 @@ def shared_table(path: str, probe_log: str | None) -> str:
     return "\n".join(lines)
 
 
+def verify_rows(path: str) -> tuple[str, list[dict[str, Any]]]:
+    """Measured non-SI, SI and DSI against the prediction with the measured contention (one
+    shared device; independent servers when the file has no probe) and verification cost."""
+    with open(path) as fh:
+        data = json.load(fh)
+    pair = data["pair"]
+    if not data["results"] or data["results"][0].get("verify_cost") is None:
+        return f"{path}: no verification cost measured (a bench from before it did)", []
+    probe = data.get("concurrency")
+    contention = dr.Contention.from_times(probe["target_ms"], probe["drafter_ms"]) \
+        if probe else None
+    a = pair["acceptance"] if data["verify"] == "greedy" else pair["sampling_acceptance"]
+    tpot = pair["target_tpot_ms"]
+    c, n = pair["drafter_tpot_ms"] / tpot, data["new_tokens"]
+    rows = []
+    for r in data["results"]:
+        k, sp, v = r["lookahead"], r["sp_degree"], r["verify_cost"]["v"]
+        si = float(dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n, verify_cost=v))
+        dsi = float(dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="event",
+                                        sp_degree=sp, contention=contention, verify_cost=v))
+        ms = r["ms_per_token"]
+        rows.append({"k": k, "sp": sp, "v": v, "ms": ms, "pred_si_ms": si / n * tpot,
+                     "pred_dsi_ms": dsi / n * tpot,
+                     "dsi/si": ms["si"] / ms["dsi"], "pred dsi/si": si / dsi,
+                     "dsi/nonsi": ms["nonsi"] / ms["dsi"], "pred dsi/nonsi": n / dsi,
+                     "si/nonsi": ms["nonsi"] / ms["si"], "pred si/nonsi": n / si})
+    where = "one shared device" if contention is not None else "independent servers"
+    head = (f"**{pair['name']}**, verify={data['verify']}, {data['device']}, {where}: "
+            f"target TPOT {tpot:.2f} ms, c = {c:.3f}, a = {a:.3f}, {data['prompts']} prompts "
+            f"x {n} tokens"
+            + ("" if contention is None else "; target x" + ", x".join(
+                f"{s:.2f}" for s in contention.target) + " with 1.. forwards running")
+            + ("; --frontier-yields" if data.get("frontier_yields") else ""))
+    return head, rows
+
+
+def verify_table(path: str) -> str:
+    """`verify_rows` as a markdown table."""
+    head, rows = verify_rows(path)
+    if not rows:
+        return head
+    lines = [head, "", "| k | SP | v | ms/token non-SI / SI / DSI measured | SI / DSI pred. "
+             "| DSI/SI measured (pred.) | meas./pred. | DSI/non-SI measured (pred.) "
+             "| meas./pred. | SI/non-SI meas./pred. |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ms = r["ms"]
+        lines.append(
+            f"| {r['k']} | {r['sp']} | {r['v']:.2f} | {ms['nonsi']:.2f} / {ms['si']:.2f} / "
+            f"{ms['dsi']:.2f} | {r['pred_si_ms']:.2f} / {r['pred_dsi_ms']:.2f} | "
+            f"{r['dsi/si']:.2f} ({r['pred dsi/si']:.2f}) | "
+            f"{r['dsi/si'] / r['pred dsi/si']:.2f} | {r['dsi/nonsi']:.2f} "
+            f"({r['pred dsi/nonsi']:.2f}) | {r['dsi/nonsi'] / r['pred dsi/nonsi']:.2f} | "
+            f"{r['si/nonsi'] / r['pred si/nonsi']:.2f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     """Print the tables."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("files", nargs="+", help="dsi-ref bench --json files")
     parser.add_argument("--shared", metavar="PROBE_LOG", nargs="?", const="",
                         help="the shared-device comparison (a probe log for older files)")
+    parser.add_argument("--verify", action="store_true",
+                        help="the prediction with the measured verification cost and contention")
     args = parser.parse_args()
+    if args.verify:
+        print("\n\n".join(verify_table(p) for p in args.files))
+        return
     if args.shared is None:
         print("\n\n".join(table(p) for p in args.files))
         return
