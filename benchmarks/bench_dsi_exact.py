@@ -11,7 +11,8 @@
    queue in {fifo, any}, rule in {rejection, exact_match, greedy} — is timed on its own (best of
    ``--repeats``, wall clock and process CPU time) and the total is reported, for the default
    recording run and for a lean run (``record=False``: no trace, more merging, same law).
-2. (--suite) The same audit over the seven pairs of the default suite (`dsi_ref.suite`), per pair
+2. (--suite) The same audit over the seven pairs of the default suite (`dsi_ref.audit.suite`), per
+pair
    and in total, at c = 1/10 and c = 1/2 with ``queue="any"``: the worst cases of the exact engine.
 
 Prints numbers; asserts nothing (the suite's tests do).
@@ -24,7 +25,7 @@ import time
 from fractions import Fraction
 
 import dsi_ref as dr
-from dsi_ref.suite import default_suite
+from dsi_ref.audit.suite import default_suite
 
 COSTS = (Fraction(1, 10), Fraction(1, 2), Fraction(1))
 TARGET_SECONDS = 10.0

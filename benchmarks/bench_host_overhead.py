@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_host_overhead.py [--vocab 32000] [--tokens 128]
 
-`dsi_ref.backends.execution.Engine` runs non-SI, SI and DSI on *instant* models: each session
+`dsi_ref.backends.engine.Engine` runs non-SI, SI and DSI on *instant* models: each session
 returns precomputed float64 rows without any forward or copy (a bank of rows per model; the row
 after a prefix depends only on its length, and a session hands out views; the drafter's rows are
 a perturbation of the target's, so that Σ min(p, q) ≈ 0.6). Everything else is what a real run
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 import dsi_ref as dr
-from dsi_ref.backends.execution import Engine
+from dsi_ref.backends.engine import Engine
 
 
 class _InstantSession:

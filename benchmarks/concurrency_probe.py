@@ -16,7 +16,7 @@ import argparse
 import torch
 
 from dsi_ref.backends.measure import measure_concurrency, random_prompts
-from dsi_ref.backends.torch_lm import TorchLM
+from dsi_ref.backends.torch_model import TorchLM
 
 
 def main() -> None:

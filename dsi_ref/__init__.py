@@ -4,10 +4,7 @@ Every decoder draws through a `Randomness`; run it with `Sampler` to sample, or 
 `exact_distribution` to get its exact output law (schedules quantified over).
 """
 
-from .audit import LosslessReport, assert_lossless, check_lossless, target_distribution
-from .autoregressive import autoregressive
-from .dsi import DSIConfig, dsi
-from .exact import (
+from .audit.exact import (
     PathLimitError,
     ScheduleDependenceError,
     Witness,
@@ -15,19 +12,22 @@ from .exact import (
     exact_expectation,
     total_variation,
 )
-from .latency import InvalidParameterError, Latency
-from .models import FunctionLM, InvalidDistributionError, LanguageModel, TableLM
-from .randomness import Randomness, Sampler, keyed_uniform
-from .run import Event, Run
-from .sim import Contention, InsufficientServersError, expected_latency, simulate_latency
-from .speculative import SpeculativeConfig, speculative
-from .statistical import (
+from .audit.laws import LosslessReport, assert_lossless, check_lossless, target_distribution
+from .audit.statistical import (
     Alternative,
     StatisticalReport,
     UnderpoweredError,
     statistical_audit,
 )
-from .verification import VERIFY_RULES, Decision, NumericalError
+from .base.latency import InvalidParameterError, Latency
+from .base.models import FunctionLM, InvalidDistributionError, LanguageModel, TableLM
+from .base.randomness import Randomness, Sampler, keyed_uniform
+from .base.result import Event, Run
+from .decoders.autoregressive import autoregressive
+from .decoders.dsi import DSIConfig, dsi
+from .decoders.speculative import SpeculativeConfig, speculative
+from .decoders.verification import VERIFY_RULES, Decision, NumericalError
+from .sim import Contention, InsufficientServersError, expected_latency, simulate_latency
 
 __version__ = "0.1.0"
 

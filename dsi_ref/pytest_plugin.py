@@ -32,7 +32,7 @@ __all__ = ["assert_lossless", "check_lossless", "default_suite", "dsi_strategies
 @pytest.fixture
 def assert_lossless() -> Any:
     """`dsi_ref.assert_lossless`."""
-    from .audit import assert_lossless as fn
+    from .audit.laws import assert_lossless as fn
 
     return fn
 
@@ -40,7 +40,7 @@ def assert_lossless() -> Any:
 @pytest.fixture
 def check_lossless() -> Any:
     """`dsi_ref.check_lossless`."""
-    from .audit import check_lossless as fn
+    from .audit.laws import check_lossless as fn
 
     return fn
 
@@ -53,7 +53,7 @@ def dsi_strategies() -> ModuleType:
 
 @pytest.fixture
 def default_suite() -> list[Any]:
-    """The model pairs of ``dsi-ref audit`` (`dsi_ref.suite.default_suite`)."""
-    from .suite import default_suite as suite
+    """The model pairs of ``dsi-ref audit`` (`dsi_ref.audit.suite.default_suite`)."""
+    from .audit.suite import default_suite as suite
 
     return suite()

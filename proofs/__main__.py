@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .table import render_markdown, render_text, run_all
+from .verdict_table import render_markdown, render_text, run_all
 
 
 def main(argv: Sequence[str] | None = None) -> int:

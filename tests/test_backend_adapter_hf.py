@@ -1,4 +1,4 @@
-"""The torch / Hugging Face adapters (`dsi_ref.backends.hf`) and the dtype study.
+"""The torch / Hugging Face adapters (`dsi_ref.backends.hf_adapter`) and the dtype study.
 
 * toy `LanguageModel` -> HF causal LM: logits are the toy log-probabilities, with and without the
   KV cache (which holds the prefix), and the BOS id is never emitted;
@@ -19,9 +19,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.hf import HFLanguageModel, Processing, to_hf  # noqa: E402
-from dsi_ref.backends.hf_audit import dtype_study, wrap  # noqa: E402
-from dsi_ref.suite import default_suite  # noqa: E402
+from dsi_ref.audit.suite import default_suite  # noqa: E402
+from dsi_ref.backends.hf_adapter import HFLanguageModel, Processing, to_hf  # noqa: E402
+from dsi_ref.backends.hf_assisted import dtype_study, wrap  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -70,7 +70,7 @@ def test_inputs_without_bos_are_refused_by_name() -> None:
 
 
 @pytest.mark.parametrize("pair", default_suite(), ids=lambda p: p.name)
-def test_round_trip_through_torch_in_float64_keeps_the_law(pair: dr.suite.ModelPair) -> None:
+def test_round_trip_through_torch_in_float64_keeps_the_law(pair: dr.audit.suite.ModelPair) -> None:
     exact = dr.target_distribution(pair.target, pair.prompt, 3)
     wrapped = dr.target_distribution(wrap(pair.target, torch.float64), pair.prompt, 3)
     assert set(wrapped) == set(exact)  # zeros stay exact zeros

@@ -28,10 +28,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.execution import Engine  # noqa: E402
-from dsi_ref.backends.torch_lm import BackendError, TorchLM, build_pair  # noqa: E402
-from dsi_ref.run import decision_kinds  # noqa: E402
-from dsi_ref.verification import as_rule  # noqa: E402
+from dsi_ref.backends.engine import Engine  # noqa: E402
+from dsi_ref.backends.torch_model import BackendError, TorchLM, build_pair  # noqa: E402
+from dsi_ref.base.result import decision_kinds  # noqa: E402
+from dsi_ref.decoders.verification import as_rule  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -16,8 +16,8 @@ transformers = pytest.importorskip("transformers")
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.checkpoint import CheckpointLM  # noqa: E402
-from dsi_ref.backends.execution import Engine  # noqa: E402
-from dsi_ref.backends.torch_lm import BackendError  # noqa: E402
+from dsi_ref.backends.engine import Engine  # noqa: E402
+from dsi_ref.backends.torch_model import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -51,7 +51,7 @@ def test_checkpoint_rows_reuse_and_roll_back_the_cache(checkpoints: tuple[Path, 
     fresh = lm.session().rows((1, 2, 3, 4, 5), 3)
     np.testing.assert_allclose(rolled_back, fresh, rtol=0, atol=1e-12)
     assert session.cache.get_seq_length() == 6        # BOS + 5 tokens
-    dr.models.validate_probs(lm.probs(()), 11, model=lm)
+    dr.base.models.validate_probs(lm.probs(()), 11, model=lm)
 
 
 @pytest.mark.parametrize("verify", dr.VERIFY_RULES)

@@ -20,10 +20,10 @@ from dsi_ref.backends.measure import (  # noqa: E402
     random_prompts,
     sampling_acceptance,
 )
-from dsi_ref.backends.torch_lm import BackendError, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import BackendError, TorchLM, build_pair  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
-from dsi_ref.commands.bench import paper_model_per_token  # noqa: E402
-from dsi_ref.sim.table import read_rows  # noqa: E402
+from dsi_ref.commands.bench_command import paper_model_per_token  # noqa: E402
+from dsi_ref.sim.paper_table import read_rows  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

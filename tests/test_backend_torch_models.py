@@ -15,8 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dsi_ref import Sampler  # noqa: E402
-from dsi_ref.backends.execution import vectorised_rule  # noqa: E402
-from dsi_ref.backends.torch_lm import (  # noqa: E402
+from dsi_ref.backends.engine import vectorised_rule  # noqa: E402
+from dsi_ref.backends.torch_model import (  # noqa: E402
     PRESETS,
     BackendError,
     BatchedSession,
@@ -24,8 +24,8 @@ from dsi_ref.backends.torch_lm import (  # noqa: E402
     TorchLM,
     build_pair,
 )
-from dsi_ref.models import validate_probs  # noqa: E402
-from dsi_ref.verification import VERIFY_RULES, as_rule  # noqa: E402
+from dsi_ref.base.models import validate_probs  # noqa: E402
+from dsi_ref.decoders.verification import VERIFY_RULES, as_rule  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -1,10 +1,11 @@
 """Bridges of the acceptance-level simulator to the token level and to `theory`.
 
-* event model ↔ token-level `dsi_ref.dsi`: on a context-free target ``p = (a, 1 − a)`` and a
+* event model ↔ token-level `dsi_ref.decoders.dsi`: on a context-free target ``p = (a, 1 − a)`` and
+  a
   drafter that always drafts token 0 (``q = (1, 0)``, so ``Σ min(p, q) = a`` and every draft is
   accepted with probability ``a``), the exact expected latency of ``dsi`` under the canonical
   schedule equals the event model's, as Fractions;
-* SI ↔ token-level `dsi_ref.speculative`, likewise;
+* SI ↔ token-level `dsi_ref.decoders.speculative`, likewise;
 * paper model ↔ `theory` closed forms (finite-N SI recurrence, DSI renewal limit), event model ↔
   `theory.dsi_event_expected_latency` where no task waits.
 """

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dsi_ref as dr
-from dsi_ref.models import validate_probs
-from dsi_ref.strategies import exact_rows, language_models
+from dsi_ref.audit.strategies import exact_rows, language_models
+from dsi_ref.base.models import validate_probs
 
 
 @pytest.mark.parametrize(("row", "problem"), [

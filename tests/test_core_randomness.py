@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dsi_ref as dr
-from dsi_ref.strategies import exact_rows
+from dsi_ref.audit.strategies import exact_rows
 
 
 def test_keyed_draws_depend_only_on_seed_and_key() -> None:
@@ -185,7 +185,7 @@ def test_total_variation_of_exact_laws() -> None:
 def test_merge_points_and_keys_do_not_change_a_decoders_law(data: st.DataObject) -> None:
     """The DP shortcut (merging paths at equal states) and keyed draws are optimisations and a
     coupling: the law computed with them equals the plain path enumeration's."""
-    from dsi_ref.strategies import lookaheads, model_pairs
+    from dsi_ref.audit.strategies import lookaheads, model_pairs
 
     target, drafter = data.draw(model_pairs(max_vocab=2))
     k = data.draw(lookaheads(2))

@@ -1,7 +1,7 @@
 """`Sampler` draws follow the exact law: the suite's statistical audit, its error rates stated.
 
 Policy (docs/statistical-policy.md): fixed seeds; false-alarm rate ``POLICY_ALPHA = 1e-8`` per
-test, guaranteed by the finite-sample bound of `dsi_ref.statistical` (not the asymptotic
+test, guaranteed by the finite-sample bound of `dsi_ref.audit.statistical` (not the asymptotic
 chi-square quantile); power computed *before* sampling against a named alternative — the exact
 law of the zoo's ``residual-from-p`` mutant on the same models — and required to be ≥ 0.999; a
 negative control checks that the same audit, on samples of that mutant, rejects.
@@ -14,8 +14,13 @@ from collections.abc import Callable
 import pytest
 
 import dsi_ref as dr
-from dsi_ref.statistical import POLICY_ALPHA, Alternative, achieved_power, statistical_audit
-from dsi_ref.zoo import MUTANTS
+from dsi_ref.audit.statistical import (
+    POLICY_ALPHA,
+    Alternative,
+    achieved_power,
+    statistical_audit,
+)
+from dsi_ref.audit.zoo import MUTANTS
 
 N_SAMPLES = 20_000
 TARGET = dr.TableLM.random(3, 1, seed=11, name="bigram-target")

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dsi_ref as dr
-from dsi_ref.run import decision_kinds
-from dsi_ref.strategies import model_pairs
+from dsi_ref.audit.strategies import model_pairs
+from dsi_ref.base.result import decision_kinds
 
 HALF = (F(1, 2), F(1, 2))
 
@@ -55,7 +55,7 @@ def test_float_models_run_and_float_rounding_is_reported_not_hidden() -> None:
     d = dr.TableLM.random(3, 1, seed=2, exact=False)
     run = dr.speculative(t, d, (), 20, dr.Sampler(0), lookahead=3)
     assert len(run.tokens) == 20
-    rule = dr.verification.RejectionSampling()
+    rule = dr.decoders.verification.RejectionSampling()
     with pytest.raises(dr.NumericalError, match="residual"):
         rule.residual((0.5, 0.5), (0.5, 0.5), dr.Sampler(0), ())
 

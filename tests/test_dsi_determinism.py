@@ -23,10 +23,10 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from dsi_ref import Sampler, dsi, speculative
-from dsi_ref.dsi import QUEUE_POLICIES
-from dsi_ref.run import Run, decision_kinds
-from dsi_ref.strategies import latencies, lookaheads, model_pairs, prompts
-from dsi_ref.suite import default_suite
+from dsi_ref.audit.strategies import latencies, lookaheads, model_pairs, prompts
+from dsi_ref.audit.suite import default_suite
+from dsi_ref.base.result import Run, decision_kinds
+from dsi_ref.decoders.dsi import QUEUE_POLICIES
 
 
 def _draft_present(run: Run) -> tuple[bool, ...]:

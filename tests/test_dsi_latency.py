@@ -31,11 +31,11 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from dsi_ref import Latency, Sampler, autoregressive, dsi
-from dsi_ref.dsi import QUEUE_POLICIES
-from dsi_ref.exact import exact_distribution
-from dsi_ref.run import Run
-from dsi_ref.strategies import lookaheads, model_pairs
-from dsi_ref.suite import default_suite
+from dsi_ref.audit.exact import exact_distribution
+from dsi_ref.audit.strategies import lookaheads, model_pairs
+from dsi_ref.audit.suite import default_suite
+from dsi_ref.base.result import Run
+from dsi_ref.decoders.dsi import QUEUE_POLICIES
 
 COSTS = st.sampled_from([F(1, 10), F(1, 4), F(1, 2), F(1), F(3, 2)])
 POLICIES = st.sampled_from(["first", "last", "random"])

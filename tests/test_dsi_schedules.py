@@ -18,12 +18,12 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from dsi_ref import InvalidParameterError, Latency, Sampler, check_lossless, dsi
-from dsi_ref.dsi import QUEUE_POLICIES, DSIConfig, QueuePolicy
-from dsi_ref.exact import exact_distribution
-from dsi_ref.randomness import Key
-from dsi_ref.strategies import latencies, lookaheads, model_pairs, prompts
-from dsi_ref.suite import default_suite
-from dsi_ref.verification import VERIFY_RULES
+from dsi_ref.audit.exact import exact_distribution
+from dsi_ref.audit.strategies import latencies, lookaheads, model_pairs, prompts
+from dsi_ref.audit.suite import default_suite
+from dsi_ref.base.randomness import Key
+from dsi_ref.decoders.dsi import QUEUE_POLICIES, DSIConfig, QueuePolicy
+from dsi_ref.decoders.verification import VERIFY_RULES
 
 
 @settings(max_examples=6 * settings.default.max_examples)

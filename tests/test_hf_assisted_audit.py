@@ -19,23 +19,23 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.hf import AssistedSampler, HFLanguageModel, Processing  # noqa: E402
-from dsi_ref.backends.hf_audit import (  # noqa: E402
+from dsi_ref.audit.statistical import POLICY_ALPHA, POLICY_MISS, Alternative, statistical_audit  # noqa: E402
+from dsi_ref.audit.suite import default_suite  # noqa: E402
+from dsi_ref.audit.zoo import MUTANTS  # noqa: E402
+from dsi_ref.backends.hf_adapter import AssistedSampler, HFLanguageModel, Processing  # noqa: E402
+from dsi_ref.backends.hf_assisted import (  # noqa: E402
     HFAuditConfig,
     audit_hf_assisted,
     audit_own_decoders,
     negative_controls,
     single_thread,
 )
-from dsi_ref.statistical import POLICY_ALPHA, POLICY_MISS, Alternative, statistical_audit  # noqa: E402
-from dsi_ref.suite import default_suite  # noqa: E402
-from dsi_ref.zoo import MUTANTS  # noqa: E402
 
 pytestmark = pytest.mark.torch
 VERSION = f"transformers {transformers.__version__}, torch {torch.__version__}"
 
 
-def _assert_lossless(report: dr.statistical.StatisticalReport, what: str) -> None:
+def _assert_lossless(report: dr.StatisticalReport, what: str) -> None:
     assert report.alpha <= POLICY_ALPHA
     assert report.power >= report.required_power
     assert report.verdict == "lossless", f"{what} ({VERSION}):\n{report}"
@@ -60,7 +60,8 @@ def test_hf_plain_sampling_control_is_lossless_at_stated_power() -> None:
 @pytest.mark.statistical
 def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -> None:
     pair = default_suite()[1]
-    reports = audit_own_decoders(dr.suite.ModelPair(pair.name, pair.target, pair.drafter, (), 3),
+    reports = audit_own_decoders(dr.audit.suite.ModelPair(pair.name, pair.target, pair.drafter, (),
+    3),
                                  epsilon=0.1)
     assert set(reports) == {"autoregressive", "speculative", "dsi"}
     for name, report in reports.items():

@@ -1,11 +1,17 @@
-"""The import rules of DESIGN.md, enforced by walking every module's imports (AST, no execution).
+"""The import rules of docs/design.md, enforced by walking every module's imports (AST, no
+execution).
 
 * ``theory`` imports sympy (and the standard library) only; ``proofs`` adds ``theory`` and z3;
   neither imports ``dsi_ref``.
-* The core ``dsi_ref`` never imports ``theory``/``proofs`` (two independent computations of the
-  same quantities); only the top floor (``dsi_ref.cli``, ``dsi_ref.commands``) composes them.
-* Only ``dsi_ref.backends`` imports torch / transformers; nothing imports ``dsi_ref.backends``
-  except the top floor, and only lazily (inside a function), so the core works without torch.
+* Inside the core ``dsi_ref``, the rooms are floors and imports only go down:
+  ``base`` < ``decoders`` < ``audit``; ``sim`` stands on ``base`` alone (the acceptance-level
+  simulator shares no code with the token-level decoders, so the bridge tests compare two
+  independent computations).
+* The core never imports ``theory``/``proofs`` (two independent computations of the same
+  quantities); only the top floor (``dsi_ref.cli``, ``dsi_ref.commands``) composes them.
+* Only ``dsi_ref.backends`` imports torch / transformers / ray; nothing imports
+  ``dsi_ref.backends`` except the top floor, and only lazily (inside a function), so the core
+  works without torch.
 """
 
 from __future__ import annotations
@@ -25,7 +31,14 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 CORE_THIRD_PARTY = {"numpy", "scipy", "hypothesis", "tqdm", "pytest"}
 #: Packages the core may import only inside a function (optional extras).
 CORE_LAZY = {"matplotlib"}
-TORCH_LIKE = {"torch", "transformers", "accelerate", "safetensors"}
+TORCH_LIKE = {"torch", "transformers", "accelerate", "safetensors", "ray"}
+#: The floors of the core: a room may import its own floor and the floors listed for it.
+FLOORS: dict[str, set[str]] = {
+    "base": set(),
+    "decoders": {"base"},
+    "audit": {"base", "decoders"},
+    "sim": {"base"},
+}
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,12 @@ def violations(imp: Import) -> list[str]:
         out.append(f"{where}: only dsi_ref.backends may import {top}")
     if dst.startswith("dsi_ref.backends") and not backend and not (top_floor and imp.lazy):
         out.append(f"{where}: only the top floor may import dsi_ref.backends, inside a function")
+    room = src.split(".")[1] if layer == "dsi_ref" and src.count(".") >= 1 else ""
+    if room in FLOORS and dst.startswith("dsi_ref.") and dst != "dsi_ref":
+        other = dst.split(".")[1]
+        if other != room and other not in FLOORS[room]:
+            allowed = ", ".join(sorted(FLOORS[room])) or "nothing else"
+            out.append(f"{where}: dsi_ref.{room} may import {allowed} (floors go down only)")
     if layer == "dsi_ref" and not backend and not top_floor:
         if top in {"theory", "proofs"}:
             out.append(f"{where}: the core never imports theory/ or proofs/")
@@ -117,14 +136,18 @@ def test_every_import_respects_the_layering_rules() -> None:
 @pytest.mark.parametrize(("module", "source", "rule"), [
     ("theory.latency", "import numpy", "sympy only"),
     ("theory.latency", "from dsi_ref import dsi", "sympy only"),
-    ("proofs.solver", "import dsi_ref.exact", "theory, sympy and z3"),
-    ("dsi_ref.audit", "from theory import si", "never imports theory"),
-    ("dsi_ref.audit", "from ..proofs import x", "never imports theory"),
-    ("dsi_ref.models", "import pandas", "the core may import only"),
-    ("dsi_ref.speculative", "import torch", "only dsi_ref.backends may import torch"),
-    ("dsi_ref.report", "from .backends import hf", "only the top floor"),
+    ("proofs.solver", "import dsi_ref.audit.exact", "theory, sympy and z3"),
+    ("dsi_ref.audit.laws", "from theory import si", "never imports theory"),
+    ("dsi_ref.audit.laws", "from ...proofs import x", "never imports theory"),
+    ("dsi_ref.base.models", "import pandas", "the core may import only"),
+    ("dsi_ref.decoders.speculative", "import torch", "only dsi_ref.backends may import torch"),
+    ("dsi_ref.audit.laws", "from ..backends import hf", "only the top floor"),
+    ("dsi_ref.base.models", "from ..decoders import dsi", "floors go down only"),
+    ("dsi_ref.decoders.dsi", "from ..audit import exact", "floors go down only"),
+    ("dsi_ref.sim.event", "from ..decoders import dsi", "floors go down only"),
+    ("dsi_ref.audit.zoo", "from ..sim import params", "floors go down only"),
     ("dsi_ref.cli", "from .backends import hf", "inside a function"),
-    ("dsi_ref.plots", "import matplotlib.pyplot as plt", "inside a function"),
+    ("dsi_ref.audit.registry", "import matplotlib.pyplot as plt", "inside a function"),
 ])
 def test_layering_checker_flags_each_forbidden_import(module: str, source: str,
                                                       rule: str) -> None:
@@ -134,10 +157,14 @@ def test_layering_checker_flags_each_forbidden_import(module: str, source: str,
 
 @pytest.mark.parametrize(("module", "source"), [
     ("dsi_ref.cli", "def f():\n    from .backends import hf"),
-    ("dsi_ref.commands.theorems", "from proofs import theorems"),
-    ("dsi_ref.backends.torch_lm", "import torch"),
-    ("dsi_ref.plots", "def f():\n    import matplotlib.pyplot as plt"),
+    ("dsi_ref.commands.theorems_command", "from proofs import theorems"),
+    ("dsi_ref.backends.torch_model", "import torch"),
+    ("dsi_ref.commands.plots", "def f():\n    import matplotlib.pyplot as plt"),
     ("proofs.solver", "import z3\nfrom theory import si"),
+    ("dsi_ref.audit.zoo", "from ..decoders.dsi import DSIRun\nfrom ..base.models import TableLM"),
+    ("dsi_ref.decoders.dsi", "from ..base.latency import Latency"),
+    ("dsi_ref.sim.event", "from ..base.errors import InvalidParameterError"),
+    ("dsi_ref.backends.engine", "from ..decoders.dsi import DSIRun\nfrom ..sim import params"),
 ])
 def test_layering_checker_allows_each_permitted_import(module: str, source: str) -> None:
     assert [v for imp in imports_of(source, module, False) for v in violations(imp)] == []

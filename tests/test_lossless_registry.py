@@ -1,6 +1,6 @@
 """Losslessness of every registered decoder, exactly: output law == target law (as Fractions).
 
-Parametrised over the registry (`dsi_ref.registry.DECODERS`) × each decoder's variants (verify
+Parametrised over the registry (`dsi_ref.audit.registry.DECODERS`) × each decoder's variants (verify
 rules), with hypothesis drawing context-dependent models with zeros, ties, ``p == q``, one-hot
 drafters and EOS, prompts, lookaheads, server counts and latencies; a test fails when a public
 decoder is missing from the registry.
@@ -17,8 +17,8 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import dsi_ref as dr
-from dsi_ref.registry import DECODERS, DecoderSpec, Variant
-from dsi_ref.strategies import latencies, lookaheads, model_pairs, prompts, sp_degrees
+from dsi_ref.audit.registry import DECODERS, DecoderSpec, Variant
+from dsi_ref.audit.strategies import latencies, lookaheads, model_pairs, prompts, sp_degrees
 
 CASES = [pytest.param(spec, variant, id=f"{spec.name}-{variant.label}")
          for spec in DECODERS.values() for variant in spec.variants]
@@ -107,14 +107,14 @@ def test_every_public_decoder_is_registered() -> None:
               and inspect.signature(getattr(dr, name)).return_annotation in ("Run", dr.Run)}
     assert {"autoregressive", "speculative", "dsi"} <= public
     missing = public - set(DECODERS)
-    assert not missing, f"public decoders missing from dsi_ref.registry.DECODERS: {missing}"
+    assert not missing, f"public decoders missing from dsi_ref.audit.registry.DECODERS: {missing}"
     for spec in DECODERS.values():
         assert getattr(dr, spec.name) is spec.fn, f"{spec.name} is not the public function"
 
 
 def test_registry_rejects_duplicate_names() -> None:
     with pytest.raises(ValueError, match="already registered"):
-        dr.registry.register(DECODERS["speculative"])
+        dr.audit.registry.register(DECODERS["speculative"])
 
 
 def test_a_user_decoder_that_drafts_greedily_but_verifies_with_soft_q_is_reported_lossy() -> None:

@@ -1,4 +1,4 @@
-"""DSI against scheduler classes (`dsi_ref.schedulers`): which adversaries break which rule.
+"""DSI against scheduler classes (`dsi_ref.audit.schedulers`): which adversaries break which rule.
 
 A content-aware scheduler sees a draft before it is delivered and decides whether its position is
 verified against it or decided by the frontier task's bonus token. Rejection sampling's output is
@@ -14,12 +14,8 @@ from typing import Any
 
 import pytest
 
-from dsi_ref.dsi import dsi
-from dsi_ref.exact import exact_distribution
-from dsi_ref.latency import InvalidParameterError, Latency
-from dsi_ref.models import TableLM
-from dsi_ref.randomness import Key
-from dsi_ref.schedulers import (
+from dsi_ref.audit.exact import exact_distribution
+from dsi_ref.audit.schedulers import (
     DSI_CLAIMS,
     SCHEDULER_CLASSES,
     SchedulerClass,
@@ -28,8 +24,12 @@ from dsi_ref.schedulers import (
     minimal_witness,
     witness_summary,
 )
-from dsi_ref.suite import default_suite
-from dsi_ref.verification import VerifyRule
+from dsi_ref.audit.suite import default_suite
+from dsi_ref.base.latency import InvalidParameterError, Latency
+from dsi_ref.base.models import TableLM
+from dsi_ref.base.randomness import Key
+from dsi_ref.decoders.dsi import dsi
+from dsi_ref.decoders.verification import VerifyRule
 
 #: p = (1/2, 1/2, 0), q = (0, 1/3, 2/3): a draft 1 is always accepted, a draft 2 always rejected
 TARGET = TableLM.context_free((F(1, 2), F(1, 2), F(0)), name="t")

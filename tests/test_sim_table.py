@@ -9,7 +9,7 @@ import pytest
 
 import dsi_ref as dr
 from dsi_ref.cli import main
-from dsi_ref.sim.table import PHI3_MBPP, TableRow, compute_row, read_rows
+from dsi_ref.sim.paper_table import PHI3_MBPP, TableRow, compute_row, read_rows
 
 
 def test_phi3_mbpp_row_is_the_public_row_of_the_paper_in_target_tpot_units() -> None:

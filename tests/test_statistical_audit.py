@@ -1,4 +1,4 @@
-"""The statistical audit (`dsi_ref.statistical`): its design, its guarantees, and its use.
+"""The statistical audit (`dsi_ref.audit.statistical`): its design, its guarantees, and its use.
 
 Policy (docs/statistical-policy.md): fixed seeds; every test that can fail by chance states its
 false-alarm rate (`POLICY_ALPHA` = 1e-8 when it asserts "lossless") or its miss probability
@@ -18,7 +18,7 @@ import pytest
 from scipy import stats
 
 import dsi_ref as dr
-from dsi_ref.statistical import (
+from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
     POLICY_MISS,
     Alternative,
@@ -34,8 +34,8 @@ from dsi_ref.statistical import (
     sample_seeds,
     statistical_audit,
 )
-from dsi_ref.suite import default_suite
-from dsi_ref.zoo import MUTANTS
+from dsi_ref.audit.suite import default_suite
+from dsi_ref.audit.zoo import MUTANTS
 
 BIGRAM = dr.TableLM.random(4, 1, seed=3, name="bigram4")
 LAW = dr.target_distribution(BIGRAM, (), 3)

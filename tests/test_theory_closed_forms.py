@@ -13,8 +13,8 @@ import pytest
 import sympy
 
 import theory
-import theory.dsi
-import theory.si
+import theory.dsi_latency
+import theory.si_latency
 import theory.symbols
 from theory import a, c
 
@@ -24,7 +24,7 @@ K_GRID = [1, 2, 3, 5]
 m = sympy.Symbol("m", integer=True, nonnegative=True)
 
 
-@pytest.mark.parametrize("module", [theory.si, theory.dsi, theory.symbols],
+@pytest.mark.parametrize("module", [theory.si_latency, theory.dsi_latency, theory.symbols],
                          ids=lambda mod: mod.__name__)
 def test_docstring_examples_give_the_documented_exact_values(module: Any) -> None:
     failures, attempted = doctest.testmod(module, verbose=False)

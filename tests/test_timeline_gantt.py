@@ -1,4 +1,4 @@
-"""Timelines (`dsi_ref.timeline`, ``dsi-ref timeline``): rows, text, PNG, command line."""
+"""Timelines (`dsi_ref.commands.gantt`, ``dsi-ref timeline``): rows, text, PNG, command line."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ from pathlib import Path
 import pytest
 
 from dsi_ref import Latency
+from dsi_ref.audit.suite import default_suite
 from dsi_ref.cli import main
-from dsi_ref.suite import default_suite
-from dsi_ref.timeline import KIND_STYLE, compare_runs, plot_timelines, timeline_rows, timeline_text
+from dsi_ref.commands.gantt import (
+    KIND_STYLE,
+    compare_runs,
+    plot_timelines,
+    timeline_rows,
+    timeline_text,
+)
 
 PAIR = next(p for p in default_suite() if p.name == "bigram")
 

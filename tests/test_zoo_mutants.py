@@ -1,4 +1,4 @@
-"""The zoo of wrong decoders (`dsi_ref.zoo`): every mutant must be killed by the exact audit.
+"""The zoo of wrong decoders (`dsi_ref.audit.zoo`): every mutant must be killed by the exact audit.
 
 A mutant that passes means either the audit lost power or the mutant is not a bug; both must fail
 the suite. The hunt is also run on the correct decoders, which it must not kill (otherwise the
@@ -12,9 +12,9 @@ from functools import partial
 
 import pytest
 
-from dsi_ref.dsi import dsi
-from dsi_ref.speculative import speculative
-from dsi_ref.zoo import EQUIVALENT_MUTANTS, MUTANTS, Mutant, _buggy_speculative, hunt
+from dsi_ref.audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, Mutant, _buggy_speculative, hunt
+from dsi_ref.decoders.dsi import dsi
+from dsi_ref.decoders.speculative import speculative
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))

@@ -1,13 +1,14 @@
 """The analytic model: closed forms for non-SI, SI and DSI latency (sympy only).
 
 Notation (PAPER.md, `theory.symbols`): acceptance rate ``a``, drafter cost ``c`` (target forward
-= 1), lookahead ``k``, servers ``SP``, tokens ``N``. `theory.si` holds non-SI and SI,
-`theory.dsi` the paper model of DSI (the official simulator, with and without its per-segment
+= 1), lookahead ``k``, servers ``SP``, tokens ``N``. `theory.si_latency` holds non-SI and SI,
+`theory.dsi_latency` the paper model of DSI (the official simulator, with and without its
+per-segment
 min) and the event model (docs/dsi-semantics.md) where closed forms exist. This package never
 imports ``dsi_ref``: tests compare the two (tests/test_bridge_theory_*.py).
 """
 
-from .dsi import (
+from .dsi_latency import (
     dsi_event_commit_offset,
     dsi_event_commit_offsets,
     dsi_event_expected_latency,
@@ -21,7 +22,7 @@ from .dsi import (
     sp_requirement,
     sp_witness_schedule,
 )
-from .si import (
+from .si_latency import (
     geometric_sum,
     nonsi_latency,
     si_accepted_pmf,

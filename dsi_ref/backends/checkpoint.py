@@ -21,7 +21,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from .torch_lm import DTYPES, BackendError, replicate
+from .torch_model import DTYPES, BackendError, replicate
 
 __all__ = ["CheckpointLM", "CheckpointSession"]
 

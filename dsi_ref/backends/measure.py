@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from ..randomness import Sampler
+from ..base.randomness import Sampler
 from ..sim.params import Contention
-from .execution import Engine
-from .torch_lm import BackendError, BackendLM, SessionLike
+from .engine import Engine
+from .torch_model import BackendError, BackendLM, SessionLike
 
 __all__ = [
     "AcceptanceEstimate",

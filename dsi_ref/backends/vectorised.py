@@ -1,6 +1,7 @@
 """The verification rules on numpy rows, deciding exactly as the reference rules do.
 
-`vectorised_rule` returns a rule of `dsi_ref.verification` whose array steps (a draft ``x ~ q``,
+`vectorised_rule` returns a rule of `dsi_ref.decoders.verification` whose array steps (a draft ``x
+~ q``,
 the residual ``(p − q)+``, a bonus ``y ~ p``) run on float64 numpy rows. Under ``Sampler(seed)``
 every draw is the same function of (row, key) as `Sampler.categorical`: the index of the first
 *sequential* prefix sum ``S_i = (((w_0 + w_1) + w_2) + … + w_i)`` that exceeds ``u · S_{V−1}``,
@@ -25,9 +26,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..models import Number
-from ..randomness import Randomness, Sampler
-from ..verification import (
+from ..base.models import Number
+from ..base.randomness import Randomness, Sampler
+from ..decoders.verification import (
     Decision,
     ExactMatch,
     Greedy,

@@ -1,19 +1,12 @@
-"""The top floor: CLI sub-commands that compose the core with `theory`, `proofs` and the backends.
+"""The top floor: one module per ``dsi-ref`` sub-command, and everything that prints or draws.
 
-Each module here exposes ``install(subparsers)`` (registered in `dsi_ref.cli.COMMANDS`). Audit
-sections that need more than the core (the theorems, the Hugging Face audit) are listed in
-`TOP_SECTIONS` and appended to the core's `dsi_ref.report.SECTIONS` by ``dsi-ref audit``.
+* ``<name>_command.py`` — the sub-command ``dsi-ref <name>`` (``install(subparsers)``, registered
+  in `dsi_ref.cli.COMMANDS`);
+* `dsi_ref.commands.audit_sections` — the sections of ``dsi-ref audit`` that the core can run;
+  `dsi_ref.commands.hf_section` adds the Hugging Face one;
+* `dsi_ref.commands.gantt`, `dsi_ref.commands.plots` — timelines and figures (matplotlib, lazily);
+* `dsi_ref.commands.args` — argument types shared by the sub-commands.
+
 Only `dsi_ref.cli` and this package may import `theory`, `proofs` or (lazily, inside a function)
 `dsi_ref.backends`; a test enforces it.
 """
-
-from __future__ import annotations
-
-from ..report import SectionSpec
-from .hf_audit import SECTION as HF_SECTION
-from .theorems import SECTION as THEOREMS_SECTION
-
-__all__ = ["TOP_SECTIONS"]
-
-#: Audit sections defined on the top floor, run after the core's sections.
-TOP_SECTIONS: list[SectionSpec] = [THEOREMS_SECTION, HF_SECTION]

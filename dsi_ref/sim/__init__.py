@@ -7,11 +7,11 @@ of DSI:
   target-only cost)``, shortened last window, unlimited servers), `dsi_ref.sim.paper`;
 * ``model="event"`` — the DSI of docs/dsi-semantics.md (frontier task, ``sp_degree`` servers,
   queue, preemption, canonical tie order), `dsi_ref.sim.event`; bridge tests tie it to the
-  token-level `dsi_ref.dsi` exactly.
+  token-level `dsi_ref.decoders.dsi` exactly.
 
 `expected_latency` is exact (a ``Fraction`` when every input is rational); `simulate_latency`
 draws run latencies by Monte Carlo, vectorised over runs and seeded. Time unit: one target
-forward; `dsi_ref.sim.table` converts TTFT/TPOT pairs in milliseconds.
+forward; `dsi_ref.sim.paper_table` converts TTFT/TPOT pairs in milliseconds.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ..latency import InvalidParameterError
+from ..base.latency import InvalidParameterError
 from .event import dsi_event_exact, simulate_event
 from .paper import dsi_paper_exact, nonsi_exact, si_exact, simulate_paper
 from .params import (

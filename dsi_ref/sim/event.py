@@ -1,6 +1,6 @@
 """The event model: DSI of docs/dsi-semantics.md at the acceptance level, exactly.
 
-The engine below replays the rules of the token-level `dsi_ref.dsi` (one drafter drafting
+The engine below replays the rules of the token-level `dsi_ref.decoders.dsi` (one drafter drafting
 continuously, a verification task per window of ``k`` drafts supplying ``p`` at the window and the
 position after it, a frontier task, ``SP`` servers with server 0 reserved for the frontier task
 when ``SP >= 2``, a queue, preemption, the canonical tie order: the drafter first, then tasks in

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from ..latency import InvalidParameterError
+from ..base.latency import InvalidParameterError
 from .event import dsi_event_grid
 from .paper import dsi_paper_grid, si_grid
 from .params import MODELS, Model, SimParams, required_servers
@@ -252,7 +252,7 @@ def render_summary(summary: dict[str, Any]) -> str:
 
 
 def write_outputs(heatmap: Heatmap, out_dir: Path) -> dict[str, Path]:
-    """CSV and JSON summary under ``out_dir`` (the PNG is `dsi_ref.plots`' job)."""
+    """CSV and JSON summary under ``out_dir`` (the PNG is `dsi_ref.commands.plots`' job)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     label = heatmap.spec.label
     paths = {"csv": out_dir / f"heatmap_{label}.csv",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, TypeAlias
 
-from ..latency import InvalidParameterError
+from ..base.latency import InvalidParameterError
 
 __all__ = ["ALGORITHMS", "MODELS", "Algorithm", "Contention", "InsufficientServersError",
            "Model", "Num", "SimParams", "is_exact", "required_servers"]

@@ -2,7 +2,8 @@
 the zoo as negative controls, and the dtype study.
 
 Every audit here compares samples with an *exact* reference law (`dsi_ref.target_distribution` of
-a toy model, or of the adapter's float rows), through `dsi_ref.statistical.statistical_audit`, with
+a toy model, or of the adapter's float rows), through
+`dsi_ref.audit.statistical.statistical_audit`, with
 the power stated against a named alternative before sampling. ``dsi-ref audit --section hf`` and
 the tests call these functions.
 """
@@ -17,14 +18,9 @@ from typing import Any
 import torch
 import transformers
 
-from ..audit import target_distribution
-from ..autoregressive import autoregressive
-from ..dsi import dsi
-from ..exact import Law, ScheduleDependenceError, exact_distribution, total_variation
-from ..models import LanguageModel, TableLM
-from ..randomness import Randomness, Sampler
-from ..speculative import speculative
-from ..statistical import (
+from ..audit.exact import Law, ScheduleDependenceError, exact_distribution, total_variation
+from ..audit.laws import target_distribution
+from ..audit.statistical import (
     POLICY_ALPHA,
     POLICY_MISS,
     Alternative,
@@ -32,10 +28,15 @@ from ..statistical import (
     required_samples,
     statistical_audit,
 )
-from ..suite import ModelPair, default_suite
-from ..verification import NumericalError
-from ..zoo import MUTANTS, Mutant
-from .hf import DTYPES, AssistedSampler, HFLanguageModel, Processing, to_hf
+from ..audit.suite import ModelPair, default_suite
+from ..audit.zoo import MUTANTS, Mutant
+from ..base.models import LanguageModel, TableLM
+from ..base.randomness import Randomness, Sampler
+from ..decoders.autoregressive import autoregressive
+from ..decoders.dsi import dsi
+from ..decoders.speculative import speculative
+from ..decoders.verification import NumericalError
+from .hf_adapter import DTYPES, AssistedSampler, HFLanguageModel, Processing, to_hf
 
 __all__ = [
     "ControlResult",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .decoding import Recorder, check_inputs, merge_hint, model_probs
-from .latency import Latency
-from .models import LanguageModel
-from .randomness import Randomness
-from .run import Run
+from ..base.latency import Latency
+from ..base.models import LanguageModel
+from ..base.randomness import Randomness
+from ..base.result import Run
+from .common import Recorder, check_inputs, merge_hint, model_probs
 from .verification import VerifyRule, decide
 
 __all__ = ["autoregressive"]

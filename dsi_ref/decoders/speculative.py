@@ -2,7 +2,8 @@
 
 Each iteration: the drafter drafts ``m = min(lookahead, remaining − 1)`` tokens autoregressively
 (fewer if it drafts EOS), the target scores prefix + drafts in one forward (giving ``p`` at the
-``m + 1`` positions), and the drafts are verified left to right (`dsi_ref.verification`): the
+``m + 1`` positions), and the drafts are verified left to right (`dsi_ref.decoders.verification`):
+the
 accepted ones are committed, the first rejected one is replaced by a residual token, and if all are
 accepted a bonus token is drawn from ``p`` at the last position. An iteration therefore commits
 between 1 and ``m + 1`` tokens and costs ``m·c + 1`` on the virtual clock (PAPER.md).
@@ -13,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .decoding import Recorder, check_inputs, merge_hint, model_reader
-from .latency import InvalidParameterError, Latency
-from .models import LanguageModel, Number
-from .randomness import Randomness
-from .run import Run
+from ..base.latency import InvalidParameterError, Latency
+from ..base.models import LanguageModel, Number
+from ..base.randomness import Randomness
+from ..base.result import Run
+from .common import Recorder, check_inputs, merge_hint, model_reader
 from .verification import Rule, VerifyRule, as_rule
 
 __all__ = ["SpeculativeConfig", "speculative"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction as F
 
-from .models import FunctionLM, LanguageModel, Prefix, TableLM
+from ..base.models import FunctionLM, LanguageModel, Prefix, TableLM
 
 __all__ = ["ModelPair", "default_suite"]
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from .audit import LosslessReport, compare_laws, target_distribution
-from .dsi import dsi
+from ..base.latency import InvalidParameterError, Latency
+from ..base.models import LanguageModel
+from ..decoders.dsi import dsi
+from ..decoders.verification import VERIFY_RULES, VerifyRule, as_rule
 from .exact import ScheduleDependenceError, Witness, exact_distribution
-from .latency import InvalidParameterError, Latency
-from .models import LanguageModel
-from .verification import VERIFY_RULES, VerifyRule, as_rule
+from .laws import LosslessReport, compare_laws, target_distribution
 
 __all__ = ["DSI_CLAIMS", "SCHEDULER_CLASSES", "ClassVerdict", "SchedulerClass",
            "check_scheduler_class", "default_random_latency", "minimal_witness", "witness_summary"]

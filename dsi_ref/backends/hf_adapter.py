@@ -35,7 +35,7 @@ from transformers import GenerationConfig, GenerationMixin, PretrainedConfig, Pr
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from ..models import InvalidDistributionError, LanguageModel, Number, Prefix, checked_probs
+from ..base.models import InvalidDistributionError, LanguageModel, Number, Prefix, checked_probs
 
 __all__ = [
     "DTYPES",

@@ -8,9 +8,11 @@ at the next one, until every path is explored; probabilities multiply as `Fracti
   the *same* law; otherwise the program is schedule-dependent and `ScheduleDependenceError` reports
   a witness: the path to the choice, the two options and the laws they lead to. Hence the law is
   only defined for schedule-robust programs, and computing it proves robustness (for every
-  scheduler that sees the whole history: the strongest adversary; `dsi_ref.schedulers` restricts
+  scheduler that sees the whole history: the strongest adversary; `dsi_ref.audit.schedulers`
+  restricts
   what the scheduler may see).
-* Keyed draws (see `dsi_ref.randomness`) share one uniform per key: the enumerator keeps, per key,
+* Keyed draws (see `dsi_ref.base.randomness`) share one uniform per key: the enumerator keeps, per
+  key,
   the interval of ``u`` that the earlier draws left possible, and branches on sub-intervals.
 * ``merge_point(state)`` calls made by decoders let paths that reach the same state share the
   law of their continuation (dynamic programming instead of path enumeration).
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from .randomness import Key, SchedulerPolicy
+from ..base.randomness import Key, SchedulerPolicy
 
 __all__ = [
     "Law",

@@ -4,7 +4,8 @@ The rules are those of docs/dsi-semantics.md (the contract shared with the accep
 model): one drafter drafting continuously; a verification task per window of ``lookahead`` drafts;
 a frontier task that always computes ``p`` at the committed frontier; ``sp_degree`` target servers
 (server 0 reserved for the frontier task when ``sp_degree >= 2``); a committer that decides
-positions left to right with the verification rules of `dsi_ref.verification`; preemption of
+positions left to right with the verification rules of `dsi_ref.decoders.verification`; preemption
+of
 everything built on a rejected draft.
 
 Concurrency is explicit nondeterminism: events due at the same instant are delivered in an order
@@ -19,11 +20,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from .decoding import check_inputs, merge_hint, model_probs
-from .latency import InvalidParameterError, Latency, Time
-from .models import LanguageModel, Number
-from .randomness import Randomness
-from .run import Event, Run
+from ..base.latency import InvalidParameterError, Latency, Time
+from ..base.models import LanguageModel, Number
+from ..base.randomness import Randomness
+from ..base.result import Event, Run
+from .common import check_inputs, merge_hint, model_probs
 from .verification import Rule, VerifyRule, as_rule
 
 __all__ = ["DSIConfig", "DSIRun", "dsi"]
@@ -415,7 +416,7 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
     """Distributed speculative inference on the virtual clock (docs/dsi-semantics.md).
 
     Returns a `Run`: the committed tokens (lossless for every scheduler that cannot see drafts
-    in flight — `dsi_ref.schedulers` states and checks the classes), the latency (time of the
+    in flight — `dsi_ref.audit.schedulers` states and checks the classes), the latency (time of the
     last commit) and the trace (drafts, verify/frontier forwards, waits, preemptions, commits).
     ``record=False`` returns no trace and no counters, and lets the exact engine merge far more
     paths (`DSIConfig`); the law of ``(tokens, time)`` is the same.

@@ -3,7 +3,8 @@
 A row gives TTFT/TPOT latencies (ms) of target and drafter, the acceptance rate and the SP
 degree. Time unit inside: the target's TPOT, so ``c = drafter TPOT / target TPOT``, and a
 model's first forward costs its TTFT (per server in the event model, as in the official online
-simulator and in `dsi_ref.dsi`). Latencies are exact expectations (`expected_latency`), converted
+simulator and in `dsi_ref.decoders.dsi`). Latencies are exact expectations (`expected_latency`),
+converted
 back to ms. Only the Phi-3-medium / Phi-3-mini / MBPP row of PAPER.md has public inputs; users add
 rows from a TOML (``[[row]]`` tables) or CSV file with the fields of `TableRow`.
 """
@@ -20,7 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..latency import InvalidParameterError
+from ..base.latency import InvalidParameterError
 from . import expected_latency
 
 __all__ = ["PHI3_MBPP", "TableResult", "TableRow", "compute_row", "read_rows"]

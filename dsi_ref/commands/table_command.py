@@ -11,9 +11,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..latency import InvalidParameterError
+from ..base.latency import InvalidParameterError
+from ..sim.paper_table import PHI3_MBPP, TableResult, compute_row, read_rows
 from ..sim.params import required_servers
-from ..sim.table import PHI3_MBPP, TableResult, compute_row, read_rows
 from .args import positive_int
 
 __all__ = ["install", "render_result"]
@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     (out / "table.txt").write_text("\n\n".join(render_result(r) for r in results) + "\n")
     print(f"wrote {out / 'table.csv'}, {out / 'table.txt'}")
     if not args.no_plot:
-        from ..plots import plot_table
+        from .plots import plot_table
 
         print(f"wrote {plot_table(results, out / 'table.png')}")
     return 0

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .latency import InvalidParameterError
+from ..base.latency import InvalidParameterError
 
 if TYPE_CHECKING:
-    from .sim.grid import Heatmap
-    from .sim.table import TableResult
+    from ..sim.grid import Heatmap
+    from ..sim.paper_table import TableResult
 
 __all__ = ["PINK", "plot_heatmap", "plot_model_comparison", "plot_sp_sweep", "plot_table"]
 
@@ -42,7 +42,7 @@ def plot_heatmap(heatmap: Heatmap, path: Path, *, vmax: float = 3.0) -> Path:
     scale runs from 1 to ``vmax`` (values above are clipped to the top colour); cells with
     no allowed lookahead are left white.
     """
-    from .sim.grid import PANELS, losing
+    from ..sim.grid import PANELS, losing
 
     plt = _pyplot()
     cmap = plt.get_cmap("viridis").copy()
@@ -75,7 +75,7 @@ def plot_model_comparison(paper: Heatmap, event: Heatmap, path: Path) -> Path:
     """Where the paper model's shortcut misstates DSI: per ``(c, a)`` cell, the ratio
     ``paper-model best DSI latency / event-model best DSI latency`` (> 1: the paper model
     understates DSI, < 1: it overstates it), and the event model's DSI/baseline speedup."""
-    from .sim.grid import losing
+    from ..sim.grid import losing
 
     plt = _pyplot()
     c = np.array([float(x) for x in event.c])

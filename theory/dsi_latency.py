@@ -30,7 +30,7 @@ from typing import Any
 
 import sympy
 
-from .si import geometric_sum, si_best_lookahead, si_latency_per_token
+from .si_latency import geometric_sum, si_best_lookahead, si_latency_per_token
 from .symbols import TheoryDomainError, as_expr, check_domain, lookahead_int, tokens_int
 
 __all__ = [
@@ -277,7 +277,8 @@ def dsi_si_speedup_at_best_lookaheads(a: Any, c: Any, sp_degree: int, *,
     """The DSI/SI speedup left when each algorithm takes its best lookahead (paper model, per
     token, renewal limit): ``(SI(k_SI) / DSI(k_DSI), k_SI, k_DSI)``.
 
-    ``k_SI`` is exact (`theory.si.si_best_lookahead`: first ``k`` with ``g(k) ≥ 0``, optimal by
+    ``k_SI`` is exact (`theory.si_latency.si_best_lookahead`: first ``k`` with ``g(k) ≥ 0``,
+    optimal by
     theorem ``si_lookahead_unimodal``). ``k_DSI`` ranges over the lookaheads the servers allow,
     ``⌈1/(SP c)⌉ ≤ k ≤ k_max`` (``sp_requirement(c, k) ≤ SP``): without the min the smallest is
     best (theorem ``dsi_nomin_best_lookahead_is_smallest``), but no such monotonicity is proved

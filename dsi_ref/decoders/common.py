@@ -6,9 +6,9 @@ from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
 from functools import partial
 
-from .latency import InvalidParameterError, Latency, Time
-from .models import LanguageModel, Number, Prefix, checked_probs
-from .run import Event, Run
+from ..base.latency import InvalidParameterError, Latency, Time
+from ..base.models import LanguageModel, Number, Prefix, checked_probs
+from ..base.result import Event, Run
 
 __all__ = ["Recorder", "check_inputs", "model_probs", "model_reader"]
 

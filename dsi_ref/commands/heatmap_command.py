@@ -74,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         print(text, flush=True)
         (out / f"heatmap_{spec.label}_summary.txt").write_text(text + "\n")
         if not args.no_plot:
-            from ..plots import plot_heatmap
+            from .plots import plot_heatmap
 
             paths["png"] = plot_heatmap(heatmap, out / f"heatmap_{spec.label}.png")
         if args.model == "event":
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
             with (out / f"heatmap_{spec.label}_summary.txt").open("a") as fh:
                 fh.write(line + "\n")
             if not args.no_plot:
-                from ..plots import plot_model_comparison
+                from .plots import plot_model_comparison
 
                 paths["vs_paper"] = plot_model_comparison(
                     paper_map, heatmap, out / f"heatmap_{spec.label}_vs_paper.png")
@@ -111,7 +111,7 @@ def _run(args: argparse.Namespace) -> int:
                   f"{r['median_dsi_vs_si']:.3f} (paper {r['paper_median_dsi_vs_si']:.3f}); "
                   f"max DSI/baseline {r['max_dsi_vs_baseline']:.3f}")
         if not args.no_plot:
-            from ..plots import plot_sp_sweep
+            from .plots import plot_sp_sweep
 
             print(f"  wrote {plot_sp_sweep(rows, out / f'heatmap_{label}.png')}")
     return 0

@@ -16,7 +16,7 @@ randomness a keyed draw is a function of one uniform ``u(key)``: categorical dra
 at ``u``, Bernoulli draws return ``u < p``. So the same decision made twice — by two concurrent
 tasks, or by SI and by DSI — gets the same answer whoever asks first.
 
-The exact interpreter (`dsi_ref.exact`) gives the same calls their law instead of a sample.
+The exact interpreter (`dsi_ref.audit.exact`) gives the same calls their law instead of a sample.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Timelines: a run's trace as a Gantt chart, non-SI, SI and DSI side by side.
 
-Every decoder records a trace of `dsi_ref.run.Event` spans on the virtual clock. Here they become
+Every decoder records a trace of `dsi_ref.base.result.Event` spans on the virtual clock. Here they
+become
 rows — the drafter, then each target server (``target`` for non-SI and SI, ``target-<i>`` for DSI
 server ``i``), a ``queue`` row for verification tasks preempted before they got a server — and a
 mark per commit. Span kinds and their colours (`KIND_STYLE`):
@@ -24,14 +25,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from .autoregressive import autoregressive
-from .dsi import QueuePolicy, dsi
-from .latency import InvalidParameterError, Latency
-from .models import LanguageModel
-from .randomness import Sampler
-from .run import Event, Run
-from .speculative import speculative
-from .verification import VerifyRule
+from ..base.latency import InvalidParameterError, Latency
+from ..base.models import LanguageModel
+from ..base.randomness import Sampler
+from ..base.result import Event, Run
+from ..decoders.autoregressive import autoregressive
+from ..decoders.dsi import QueuePolicy, dsi
+from ..decoders.speculative import speculative
+from ..decoders.verification import VerifyRule
 
 __all__ = ["KIND_STYLE", "compare_runs", "plot_timelines", "timeline_rows", "timeline_text"]
 

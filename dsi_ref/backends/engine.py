@@ -2,16 +2,19 @@
 
 The algorithms are the reference ones, run against real time instead of the virtual clock:
 
-* `Engine.autoregressive` and `Engine.speculative` are the loops of `dsi_ref.autoregressive` and
-  `dsi_ref.speculative`, step for step, with a model call replaced by a cached `Session` forward
+* `Engine.autoregressive` and `Engine.speculative` are the loops of
+  `dsi_ref.decoders.autoregressive` and
+  `dsi_ref.decoders.speculative`, step for step, with a model call replaced by a cached `Session`
+  forward
   (SI scores prefix + drafts in *one* target forward, as the algorithm says).
-* `Engine.dsi` *is* `dsi_ref.dsi.DSIRun` — the committer, windows, frontier task, dispatch,
+* `Engine.dsi` *is* `dsi_ref.decoders.dsi.DSIRun` — the committer, windows, frontier task, dispatch,
   queueing and preemption rules of docs/dsi-semantics.md are inherited, not rewritten. Only the
   event loop changes: ``sp_degree`` target servers are worker threads, each with its own KV cache
   and (on CUDA) its own stream and CUDA graphs; the drafter and the committer run in the calling
   thread, which drafts continuously and handles finished tasks between draft forwards.
 
-Verification uses the rules of `dsi_ref.verification` (same keys, same keyed uniforms), with the
+Verification uses the rules of `dsi_ref.decoders.verification` (same keys, same keyed uniforms),
+with the
 array work vectorised (`vectorised_rule`): under ``Sampler(seed)`` a decision is the same function
 of (target row, draft row, draft, key) as in the reference decoders.
 
@@ -42,13 +45,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..decoding import check_inputs
-from ..dsi import DSIConfig, DSIRun, QueuePolicy, _Draft, _Task
-from ..randomness import Randomness
-from ..run import Event, Run
-from ..speculative import SpeculativeConfig
-from ..verification import Rule, VerifyRule
-from .torch_lm import (
+from ..base.randomness import Randomness
+from ..base.result import Event, Run
+from ..decoders.common import check_inputs
+from ..decoders.dsi import DSIConfig, DSIRun, QueuePolicy, _Draft, _Task
+from ..decoders.speculative import SpeculativeConfig
+from ..decoders.verification import Rule, VerifyRule
+from .torch_model import (
     BackendError,
     BackendLM,
     BatchedSession,
@@ -469,7 +472,8 @@ class Engine:
     # -- non-SI --------------------------------------------------------------------------------
     def autoregressive(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness, *,
                        greedy: bool = False) -> Run:
-        """`dsi_ref.autoregressive` on the target, timed: one cached target forward per token."""
+        """`dsi_ref.decoders.autoregressive` on the target, timed: one cached target forward per
+        token."""
         prompt = check_inputs(self.target, prompt, max_new_tokens)
         session = self.target_session
         session.rows(prompt, 1)                                    # prefill, untimed
@@ -491,7 +495,8 @@ class Engine:
     # -- SI --------------------------------------------------------------------------------------
     def speculative(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
                     lookahead: int = 3, verify: VerifyRule | Rule = "rejection") -> Run:
-        """`dsi_ref.speculative`, timed: draft ``lookahead`` tokens, one target forward over
+        """`dsi_ref.decoders.speculative`, timed: draft ``lookahead`` tokens, one target forward
+        over
         prefix + drafts, verify left to right (the reference loop, step for step)."""
         config = SpeculativeConfig(lookahead, verify)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
@@ -554,7 +559,7 @@ class Engine:
     def dsi(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
             lookahead: int = 2, sp_degree: int = 2, verify: VerifyRule | Rule = "rejection",
             queue: QueuePolicy = "fifo") -> Run:
-        """`dsi_ref.dsi` with real concurrency: ``sp_degree`` target-server threads.
+        """`dsi_ref.decoders.dsi` with real concurrency: ``sp_degree`` target-server threads.
 
         ``Run.time`` is wall-clock seconds (the last commit); ``Run.stats`` adds ``events``
         (drafts and task results handled), ``orchestration_us`` (the committer thread's time

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .decoding import check_inputs, model_probs
+from ..base.models import LanguageModel
+from ..decoders.common import check_inputs, model_probs
+from ..decoders.verification import argmax
 from .exact import Law, exact_distribution, total_variation
-from .models import LanguageModel
-from .verification import argmax
 
 __all__ = ["LosslessReport", "assert_lossless", "check_lossless", "target_distribution"]
 

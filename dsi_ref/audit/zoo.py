@@ -19,19 +19,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .audit import check_lossless
-from .autoregressive import autoregressive
-from .decoding import Recorder, check_inputs, model_probs
-from .dsi import DSIConfig, DSIRun, _Task
+from ..base.latency import Latency
+from ..base.models import LanguageModel, Number
+from ..base.randomness import Key, Randomness
+from ..base.result import Run
+from ..decoders.autoregressive import autoregressive
+from ..decoders.common import Recorder, check_inputs, model_probs
+from ..decoders.dsi import DSIConfig, DSIRun, _Task
+from ..decoders.speculative import STATS, speculative
+from ..decoders.verification import RejectionSampling, argmax, residual
 from .exact import ScheduleDependenceError, Witness
-from .latency import Latency
-from .models import LanguageModel, Number
-from .randomness import Key, Randomness
-from .run import Run
+from .laws import check_lossless
 from .schedulers import witness_summary
-from .speculative import STATS, speculative
 from .suite import ModelPair, default_suite
-from .verification import RejectionSampling, argmax, residual
 
 __all__ = ["EQUIVALENT_MUTANTS", "MUTANTS", "Kill", "Mutant", "hunt"]
 

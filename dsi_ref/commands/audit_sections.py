@@ -14,20 +14,20 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from .audit import check_lossless
-from .dsi import QUEUE_POLICIES, dsi
-from .latency import Latency
-from .registry import DECODERS
-from .schedulers import (
+from ..audit.laws import check_lossless
+from ..audit.registry import DECODERS
+from ..audit.schedulers import (
     DSI_CLAIMS,
     SCHEDULER_CLASSES,
     default_random_latency,
     minimal_witness,
     witness_summary,
 )
-from .suite import ModelPair, default_suite
-from .verification import VERIFY_RULES
-from .zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
+from ..audit.suite import ModelPair, default_suite
+from ..audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
+from ..base.latency import Latency
+from ..decoders.dsi import QUEUE_POLICIES, dsi
+from ..decoders.verification import VERIFY_RULES
 
 __all__ = ["SECTIONS", "Section", "SectionSpec", "progress_bar", "render_section"]
 
@@ -250,8 +250,8 @@ def zoo_section(*, quick: bool = False, progress: bool = True) -> Section:
                              mutant.pattern, round(time.perf_counter() - t0, 2)))
     section.seconds = time.perf_counter() - start
     section.notes.append(f"killed {killed}/{len(MUTANTS)} mutants; the {len(EQUIVALENT_MUTANTS)} "
-                         "equivalent mutants (lossless variations, dsi_ref.zoo) pass, as they "
-                         "must")
+                         "equivalent mutants (lossless variations, dsi_ref.audit.zoo) pass, as "
+                         "they must")
     return section
 
 

@@ -17,7 +17,7 @@ import importlib.util
 import time
 from typing import Any
 
-from ..report import Section, SectionSpec
+from .audit_sections import Section, SectionSpec
 
 __all__ = ["SECTION", "hf_section"]
 
@@ -45,7 +45,8 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
                              "(pip install 'dsi-ref[torch]')")
         return section
     start = time.perf_counter()
-    from ..backends.hf_audit import (
+    from ..audit.suite import ModelPair, default_suite
+    from ..backends.hf_assisted import (
         HFAuditConfig,
         audit_hf_assisted,
         audit_own_decoders,
@@ -53,7 +54,6 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
         negative_controls,
         transformers_version,
     )
-    from ..suite import ModelPair, default_suite
 
     epsilon = 0.2 if quick else 0.1
     config = HFAuditConfig(epsilon=epsilon)

@@ -12,9 +12,9 @@ import argparse
 import time
 
 from proofs import THEOREMS, TheoremResult, prove, render_markdown, render_text
-from proofs.table import COLUMNS, rows, summary
+from proofs.verdict_table import COLUMNS, rows, summary
 
-from ..report import Section, SectionSpec, progress_bar
+from .audit_sections import Section, SectionSpec, progress_bar
 
 __all__ = ["SECTION", "install", "theorems_section"]
 

@@ -38,8 +38,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
-from .models import Number
-from .randomness import Randomness
+from ..base.models import Number
+from ..base.randomness import Randomness
 
 __all__ = [
     "RULES",
@@ -142,7 +142,7 @@ class RejectionSampling:
     """Token-level rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
 
     Split into the steps that real implementations get wrong, so that the zoo's mutants
-    (`dsi_ref.zoo`) override exactly one of them.
+    (`dsi_ref.audit.zoo`) override exactly one of them.
     """
 
     name = "rejection"

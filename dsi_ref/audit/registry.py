@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .autoregressive import autoregressive
-from .dsi import dsi
-from .models import LanguageModel
-from .randomness import Randomness
-from .run import Run
-from .speculative import speculative
+from ..base.models import LanguageModel
+from ..base.randomness import Randomness
+from ..base.result import Run
+from ..decoders.autoregressive import autoregressive
+from ..decoders.dsi import dsi
+from ..decoders.speculative import speculative
 
 __all__ = ["DECODERS", "DecoderSpec", "Variant", "register"]
 

@@ -2,7 +2,7 @@
 
 For a target/drafter pair it (1) measures TTFT/TPOT of both models and their acceptance rate the
 paper's way (`dsi_ref.backends.measure`), (2) runs non-SI, SI and DSI for real on the same prompts
-(`dsi_ref.backends.execution.Engine`; decoding time after prefill), and (3) prints the measured
+(`dsi_ref.backends.engine.Engine`; decoding time after prefill), and (3) prints the measured
 speedups beside the simulator's prediction for the *measured* ``c`` and ``a``, plus the
 orchestration overhead per event of the DSI committer.
 
@@ -105,9 +105,9 @@ def _csv_devices(text: str) -> list[str]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from ..backends.execution import Engine
+    from ..backends.engine import Engine
     from ..backends.measure import random_prompts
-    from ..backends.torch_lm import (
+    from ..backends.torch_model import (
         PRESETS,
         BackendError,
         TorchLM,
@@ -157,8 +157,8 @@ def _bench(args: argparse.Namespace) -> int:
 def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple[int, ...]],
                      where: str, args: argparse.Namespace) -> int:
     from ..backends.measure import measure_concurrency, measure_pair, measure_verify_cost
-    from ..backends.torch_lm import canonical_device
-    from ..randomness import Sampler
+    from ..backends.torch_model import canonical_device
+    from ..base.randomness import Sampler
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
     a = pair.acceptance if args.verify == "greedy" else pair.sampling_acceptance
@@ -231,7 +231,7 @@ def _millions(lm: Any) -> str:
 def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace, k: int,
                 sp: int, tpot_ms: float, c: float, a: float,
                 contention: Contention | None, verify_cost: float | None) -> dict[str, Any]:
-    from ..randomness import Sampler
+    from ..base.randomness import Sampler
     from ..sim import expected_latency
 
     times: dict[str, list[float]] = {"nonsi": [], "si": [], "dsi": []}

@@ -6,9 +6,9 @@ import argparse
 from fractions import Fraction
 from pathlib import Path
 
-from ..latency import InvalidParameterError, Latency
-from ..suite import default_suite
-from ..timeline import compare_runs, plot_timelines, timeline_text
+from ..audit.suite import default_suite
+from ..base.latency import InvalidParameterError, Latency
+from .gantt import compare_runs, plot_timelines, timeline_text
 
 __all__ = ["install"]
 

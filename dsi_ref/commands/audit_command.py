@@ -1,0 +1,83 @@
+"""``dsi-ref audit``, the main job: run the audit sections and print one table each.
+
+The core's sections are defined in `dsi_ref.commands.audit_sections`; the sections that need more
+than the core (the theorems, the Hugging Face audit) are appended from `TOP_SECTIONS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from .audit_sections import SECTIONS, Section, SectionSpec, render_section
+from .hf_section import SECTION as HF_SECTION
+from .theorems_command import SECTION as THEOREMS_SECTION
+
+__all__ = ["TOP_SECTIONS", "audit_sections", "install", "select_sections"]
+
+#: Audit sections defined on the top floor, run after the core's sections.
+TOP_SECTIONS: list[SectionSpec] = [THEOREMS_SECTION, HF_SECTION]
+
+
+def audit_sections() -> list[SectionSpec]:
+    """Every section of ``dsi-ref audit``: the core's, then the top floor's."""
+    return [*SECTIONS, *TOP_SECTIONS]
+
+
+def select_sections(names: Sequence[str] = (), *, hf: bool = False) -> list[SectionSpec]:
+    """The sections an audit runs: those named, else every section that is not opt-in; ``hf``
+    adds the Hugging Face section. Raises `KeyError` naming unknown sections."""
+    sections = audit_sections()
+    wanted = set(names) or {s.name for s in sections if not s.opt_in}
+    if hf:
+        wanted.add("hf")
+    unknown = wanted - {s.name for s in sections}
+    if unknown:
+        raise KeyError(f"unknown section(s): {', '.join(sorted(unknown))}; "
+                       f"known: {', '.join(s.name for s in sections)}")
+    return [s for s in sections if s.name in wanted]
+
+
+def _audit(args: argparse.Namespace) -> int:
+    try:
+        selected = select_sections(args.section or (), hf=args.hf)
+    except KeyError as error:
+        print(error.args[0], file=sys.stderr)
+        return 2
+    results: list[Section] = []
+    for make in selected:
+        section = make.run(quick=args.quick, progress=not args.no_progress)
+        results.append(section)
+        print(render_section(section), flush=True)
+    failed = [s.title for s in results if not s.ok]
+    total = sum(s.seconds for s in results)
+    print(f"\n{'FAIL' if failed else 'PASS'}: {len(results) - len(failed)}/{len(results)} "
+          f"sections passed in {total:.1f} s" + (f" (failed: {', '.join(failed)})" if failed
+                                                  else ""))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([s.as_dict() for s in results], fh, indent=2, default=str)
+    return 1 if failed else 0
+
+
+def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``dsi-ref audit`` to the sub-command parsers."""
+    p = sub.add_parser("audit", help="the main job: exact losslessness audits and the theorems",
+                       description="Run the exact audit of every registered decoder on the "
+                       "default suite of toy models, DSI under every schedule and against each "
+                       "scheduler class, the zoo of wrong decoders (each must be caught) and the "
+                       "latency theorems, and print one table per section (--hf adds the "
+                       "statistical audit of Hugging Face assisted generation). Exit status 1 "
+                       "if anything fails.")
+    p.add_argument("--section", action="append", metavar="NAME",
+                   help="run only this section (repeatable): "
+                   + ", ".join(s.name for s in audit_sections()))
+    p.add_argument("--quick", action="store_true", help="smaller budgets (a smoke test)")
+    p.add_argument("--hf", action="store_true", help="add the statistical audits of Hugging Face "
+                   "assisted generation and the torch adapter (about a minute; needs the [torch] "
+                   "extra)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_audit)
