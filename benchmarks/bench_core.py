@@ -8,7 +8,7 @@
 2. Sampled SI throughput: `speculative` with a keyed `Sampler` on the same pair (float rows and
    costs, and exact Fraction rows and costs), sequences of N = 100 and 1000 tokens, tokens per
    second of CPU time and of wall-clock time. Target: >= 10^5 tokens/s. Keys carry the context
-   (DESIGN.md's keyed randomness), so the cost per token grows with N.
+   (docs/design.md's keyed randomness), so the cost per token grows with N.
 """
 
 from __future__ import annotations

@@ -4,30 +4,27 @@ Every decoder draws through a `Randomness`; run it with `Sampler` to sample, or 
 `exact_distribution` to get its exact output law (schedules quantified over).
 """
 
-from .audit.exact import (
+from .audit.exact import Witness, exact_distribution, exact_expectation, total_variation
+from .audit.laws import LosslessReport, assert_lossless, check_lossless, target_distribution
+from .audit.statistical import Alternative, StatisticalReport, statistical_audit
+from .base.errors import (
+    InsufficientServersError,
+    InvalidDistributionError,
+    InvalidParameterError,
+    NumericalError,
     PathLimitError,
     ScheduleDependenceError,
-    Witness,
-    exact_distribution,
-    exact_expectation,
-    total_variation,
-)
-from .audit.laws import LosslessReport, assert_lossless, check_lossless, target_distribution
-from .audit.statistical import (
-    Alternative,
-    StatisticalReport,
     UnderpoweredError,
-    statistical_audit,
 )
-from .base.latency import InvalidParameterError, Latency
-from .base.models import FunctionLM, InvalidDistributionError, LanguageModel, TableLM
+from .base.latency import Latency
+from .base.models import FunctionLM, LanguageModel, TableLM
 from .base.randomness import Randomness, Sampler, keyed_uniform
 from .base.result import Event, Run
 from .decoders.autoregressive import autoregressive
 from .decoders.dsi import DSIConfig, dsi
 from .decoders.speculative import SpeculativeConfig, speculative
-from .decoders.verification import VERIFY_RULES, Decision, NumericalError
-from .sim import Contention, InsufficientServersError, expected_latency, simulate_latency
+from .decoders.verification import VERIFY_RULES, Decision
+from .sim import Contention, expected_latency, simulate_latency
 
 __version__ = "0.1.0"
 

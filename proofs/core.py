@@ -29,7 +29,7 @@ class Theorem:
 
     Args:
         name: identifier (snake case), shown in the table.
-        wording: the sentence of the paper (or of PAPER.md / the issue) that it formalises.
+        wording: the sentence of the paper (or of docs/paper.md / the issue) that it formalises.
         method: how it is proved, stated for the reader (per-k range, abstraction, lemmas).
         hypotheses: ``instance -> list`` of sympy booleans (the domain included explicitly, so
             that dropping an assumption is visible).

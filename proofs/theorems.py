@@ -1,4 +1,5 @@
-"""The catalogue: every claim of the paper (PAPER.md) about latency, as a `Theorem` on `theory`.
+"""The catalogue: every claim of the paper (docs/paper.md) about latency, as a `Theorem` on
+`theory`.
 
 Each claim is built from `theory`'s closed forms (the same functions the bridge tests compare
 with the executable model), so a verdict is about the formulas the project actually computes.

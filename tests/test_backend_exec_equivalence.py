@@ -29,7 +29,8 @@ torch = pytest.importorskip("torch")
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
-from dsi_ref.backends.torch_model import BackendError, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
 from dsi_ref.decoders.verification import as_rule  # noqa: E402
 

@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.checkpoint import CheckpointLM  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
-from dsi_ref.backends.torch_model import BackendError  # noqa: E402
+from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.torch

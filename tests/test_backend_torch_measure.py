@@ -20,7 +20,8 @@ from dsi_ref.backends.measure import (  # noqa: E402
     random_prompts,
     sampling_acceptance,
 )
-from dsi_ref.backends.torch_model import BackendError, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 from dsi_ref.commands.bench_command import paper_model_per_token  # noqa: E402
 from dsi_ref.sim.paper_table import read_rows  # noqa: E402

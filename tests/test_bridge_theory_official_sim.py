@@ -1,4 +1,5 @@
-"""Bridge: the official offline simulator's DSI semantics (PAPER.md, "DSI in the official offline
+"""Bridge: the official offline simulator's DSI semantics (docs/paper.md, "DSI in the official
+offline
 simulator"), hand-coded here as a tiny seeded Monte Carlo, against `theory`'s renewal limits.
 
 The simulator draws windows of ``k`` drafts, each accepted i.i.d. with probability ``a``; a

@@ -1,4 +1,5 @@
-"""Every public function and class of the packages is documented (STYLE.md: docstrings with the
+"""Every public function and class of the packages is documented (docs/design.md: docstrings with
+the
 paper's notation). Public = listed in the module's ``__all__`` (or, without one, not starting
 with an underscore and defined in that module)."""
 

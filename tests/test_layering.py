@@ -85,7 +85,7 @@ def imports_of(source: str, module: str, is_package: bool) -> list[Import]:
 
 
 def violations(imp: Import) -> list[str]:
-    """The rules of DESIGN.md that ``imp`` breaks (empty when it is allowed)."""
+    """The rules of docs/design.md that ``imp`` breaks (empty when it is allowed)."""
     src, dst, top = imp.module, imp.target, imp.target.split(".")[0]
     where = f"{src}:{imp.line} imports {dst}"
     if top in STDLIB or dst == src or dst.startswith(src + "."):

@@ -25,7 +25,8 @@ from dsi_ref.audit.schedulers import (
     witness_summary,
 )
 from dsi_ref.audit.suite import default_suite
-from dsi_ref.base.latency import InvalidParameterError, Latency
+from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.base.latency import Latency
 from dsi_ref.base.models import TableLM
 from dsi_ref.base.randomness import Key
 from dsi_ref.decoders.dsi import dsi

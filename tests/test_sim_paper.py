@@ -1,7 +1,7 @@
 """The paper model (official offline simulator): exact values against the official semantics.
 
 The official loops (``SimulSI._single_repeat``, ``SimulDSI._single_repeat`` of
-keyboardAnt/distributed-speculative-inference, PAPER.md) are transcribed below as
+keyboardAnt/distributed-speculative-inference, docs/paper.md) are transcribed below as
 `official_si` / `official_dsi`, driven by a source of ``min(G, k)`` draws. Enumerating that source
 exactly gives the official law's mean (compared with ``==``); sampling it gives a per-run
 simulation (compared with the exact value within Monte Carlo error).

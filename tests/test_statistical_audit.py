@@ -22,8 +22,6 @@ from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
     POLICY_MISS,
     Alternative,
-    InvalidAuditError,
-    UnderpoweredError,
     _critical,
     _log_tail_bound,
     achieved_power,
@@ -36,6 +34,7 @@ from dsi_ref.audit.statistical import (
 )
 from dsi_ref.audit.suite import default_suite
 from dsi_ref.audit.zoo import MUTANTS
+from dsi_ref.base.errors import InvalidAuditError, UnderpoweredError
 
 BIGRAM = dr.TableLM.random(4, 1, seed=3, name="bigram4")
 LAW = dr.target_distribution(BIGRAM, (), 3)

@@ -1,6 +1,7 @@
 """The analytic model: closed forms for non-SI, SI and DSI latency (sympy only).
 
-Notation (PAPER.md, `theory.symbols`): acceptance rate ``a``, drafter cost ``c`` (target forward
+Notation (docs/paper.md, `theory.symbols`): acceptance rate ``a``, drafter cost ``c`` (target
+forward
 = 1), lookahead ``k``, servers ``SP``, tokens ``N``. `theory.si_latency` holds non-SI and SI,
 `theory.dsi_latency` the paper model of DSI (the official simulator, with and without its
 per-segment

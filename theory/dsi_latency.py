@@ -1,6 +1,6 @@
 """Closed forms for DSI: the paper model (the official simulator) and the event model.
 
-**Paper model** (PAPER.md, "DSI in the official offline simulator"). A *segment* is ``M`` fully
+**Paper model** (docs/paper.md, "DSI in the official offline simulator"). A *segment* is ``M`` fully
 accepted windows of ``k`` drafts, ``P(M = m) = (1 − a^k) a^(k m)``, then the first window with a
 rejection, in which ``A`` drafts are accepted, ``P(A = j) = a^j (1 − a) / (1 − a^k)`` for
 ``j < k`` (``M`` and ``A`` independent). It yields ``M k + A + 1`` tokens and costs
@@ -51,7 +51,7 @@ __all__ = [
 
 def sp_requirement(c: Any, k: Any) -> Any:
     """``SP = ⌈1 / (k c)⌉``: servers needed so that no verification task waits when one is
-    launched every ``k c`` and each lasts ``1`` (PAPER.md; theorems ``sp_requirement_*``).
+    launched every ``k c`` and each lasts ``1`` (docs/paper.md; theorems ``sp_requirement_*``).
 
     >>> sp_requirement(sympy.Rational(1, 10), 2)
     5
@@ -82,7 +82,7 @@ def dsi_paper_latency_per_token_nomin(a: Any, c: Any, k: Any) -> Any:
     ``(1 − a)(1 + k c / (1 − a^k)) = (1 − a) + k c / (1 + a + … + a^(k−1))``.
 
     ``E[U] = (E[M] + 1) k c + 1`` with ``E[M] = a^k / (1 − a^k)``; the polynomial form holds at
-    ``a = 1`` too (value ``c``). Source: PAPER.md (the upper bound of the renewal limit).
+    ``a = 1`` too (value ``c``). Source: docs/paper.md (the upper bound of the renewal limit).
 
     >>> dsi_paper_latency_per_token_nomin(sympy.Rational(1, 2), sympy.Rational(1, 10), 2)
     19/30

@@ -1,6 +1,7 @@
-"""Closed forms for non-SI and SI (speculative inference, Leviathan et al. 2023; PAPER.md).
+"""Closed forms for non-SI and SI (speculative inference, Leviathan et al. 2023; docs/paper.md).
 
-Model (PAPER.md, "SI and non-SI"): one SI iteration drafts ``m`` tokens (cost ``m·c``), runs one
+Model (docs/paper.md, "SI and non-SI"): one SI iteration drafts ``m`` tokens (cost ``m·c``), runs
+one
 target forward (cost ``1``) and commits ``X + 1`` tokens, where ``X = min(G, m)`` counts the
 accepted drafts and ``P(G ≥ j) = a^j`` (each draft accepted i.i.d. with probability ``a``, up to
 the first rejection). Away from the end ``m = k``; the last iteration drafts only
@@ -51,7 +52,7 @@ def geometric_sum(x: Any, lo: Any, hi: Any) -> Any:
 def nonsi_latency(n_tokens: Any, ttft: Any = 1, tpot: Any = 1) -> Any:
     """Non-SI latency: ``T = TTFT + (N − 1)·TPOT`` (``= N`` with a unit target; 0 for N = 0).
 
-    Source: PAPER.md, "SI and non-SI" (one target forward per token).
+    Source: docs/paper.md, "SI and non-SI" (one target forward per token).
 
     >>> nonsi_latency(5), nonsi_latency(5, ttft=sympy.Rational(9, 5), tpot=1)
     (5, 29/5)
@@ -79,7 +80,7 @@ def si_accepted_pmf(a: Any, k: Any) -> list[Any]:
 def si_expected_tokens(a: Any, k: Any) -> Any:
     """``E[X + 1] = 1 + a + … + a^k = (1 − a^(k+1)) / (1 − a)`` tokens per SI iteration.
 
-    Source: PAPER.md (Leviathan et al. 2023, eq. 1). ``k`` may be symbolic (then sympy's
+    Source: docs/paper.md (Leviathan et al. 2023, eq. 1). ``k`` may be symbolic (then sympy's
     piecewise sum, equal to ``k + 1`` at ``a = 1``).
 
     >>> si_expected_tokens(sympy.Rational(1, 2), 2)
@@ -93,7 +94,7 @@ def si_latency_per_token(a: Any, c: Any, k: Any) -> Any:
     """Per-token SI latency in the renewal limit: ``(k c + 1) / (1 + a + … + a^k)``
     ``= (k c + 1)(1 − a) / (1 − a^(k+1))``.
 
-    Source: PAPER.md, ``E[T_SI] ≈ N (k c + 1)(1 − a) / (1 − a^(k+1))``; the polynomial
+    Source: docs/paper.md, ``E[T_SI] ≈ N (k c + 1)(1 − a) / (1 − a^(k+1))``; the polynomial
     denominator keeps the formula valid at ``a = 1``.
 
     >>> si_latency_per_token(sympy.Rational(1, 2), sympy.Rational(1, 10), 2)
@@ -115,7 +116,7 @@ def si_speedup(a: Any, c: Any, k: Any) -> Any:
 
 def si_delta(a: Any, c: Any, k: Any) -> Any:
     """``Δ = (a + a² + … + a^k) − k c``: expected accepted drafts per iteration minus the
-    drafting cost. SI is slower than non-SI exactly when ``Δ < 0`` (PAPER.md; the theorem
+    drafting cost. SI is slower than non-SI exactly when ``Δ < 0`` (docs/paper.md; the theorem
     ``si_slower_than_nonsi_iff`` proves it), and the same ``Δ`` decides DSI vs SI without the
     per-segment min.
 

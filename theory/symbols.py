@@ -1,4 +1,5 @@
-"""The symbols of PAPER.md's notation, with their assumptions, and the domain checks of `theory`.
+"""The symbols of docs/paper.md's notation, with their assumptions, and the domain checks of
+`theory`.
 
 Time unit: one target forward. Symbols (sympy assumptions carry what sympy can express; the
 bounds it cannot, such as ``a ≤ 1``, are listed in `DOMAIN` and checked by `check_domain` for

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeAlias, TypeVar
 
+from ..base.errors import PathLimitError, ScheduleDependenceError
 from ..base.randomness import Key, SchedulerPolicy
 
 __all__ = [
@@ -50,9 +51,6 @@ DEFAULT_MAX_PATHS = 2_000_000
 #: Default bound on the number of choices one run of the program may make.
 DEFAULT_MAX_CHOICES = 100_000
 
-
-class PathLimitError(RuntimeError):
-    """The program has more paths (or longer paths) than the configured bound."""
 
 
 @dataclass(frozen=True)
@@ -95,13 +93,6 @@ class Witness:
                 f"lead to different laws;\n  e.g. P({worst!r}) = {pa} vs {pb} "
                 f"(TV = {total_variation(*self.laws)})")
 
-
-class ScheduleDependenceError(AssertionError):
-    """The program's output law depends on how its nondeterministic choices are resolved."""
-
-    def __init__(self, witness: Witness) -> None:
-        super().__init__(str(witness))
-        self.witness = witness
 
 
 def total_variation(p: Law, q: Law) -> Fraction:

@@ -1,7 +1,7 @@
 """Schedulers as adversaries: classes of schedulers and the exact check of a decoder against one.
 
 Losslessness of a concurrent decoder is a claim about *every* scheduler of a class. The classes,
-from weakest to strongest adversary (DESIGN.md):
+from weakest to strongest adversary (docs/design.md):
 
 * ``oblivious`` — fixed latencies and a fixed rule for simultaneous events and for the queue: the
   schedule is a function of nothing random. Checked for both fixed tie rules (first, last).
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from ..base.latency import InvalidParameterError, Latency
+from ..base.errors import InvalidParameterError, ScheduleDependenceError
+from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..decoders.dsi import dsi
 from ..decoders.verification import VERIFY_RULES, VerifyRule, as_rule
-from .exact import ScheduleDependenceError, Witness, exact_distribution
+from .exact import Witness, exact_distribution
 from .laws import LosslessReport, compare_laws, target_distribution
 
 __all__ = ["DSI_CLAIMS", "SCHEDULER_CLASSES", "ClassVerdict", "SchedulerClass",

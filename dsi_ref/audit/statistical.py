@@ -51,6 +51,9 @@ from typing import Any, Literal
 import numpy as np
 from scipy import optimize, stats
 
+from ..base.errors import InvalidAuditError, UnderpoweredError
+from ..base.validate import check_int
+
 __all__ = [
     "POLICY_ALPHA",
     "POLICY_MISS",
@@ -79,30 +82,6 @@ Outcome = Hashable
 LawLike = Mapping[Any, Fraction | float]
 
 
-class InvalidAuditError(ValueError):
-    """Bad arguments to the statistical audit (a reference that is not a law, a bad alpha...)."""
-
-
-class UnderpoweredError(RuntimeError):
-    """The planned sample cannot detect the stated alternative with the requested power.
-
-    Attributes:
-        n_samples: the sample size asked for.
-        power: the power it achieves.
-        required_power: the power asked for.
-        needed_samples: a sample size that achieves it (None if none up to the search bound).
-    """
-
-    def __init__(self, n_samples: int, power: float, required_power: float,
-                 needed_samples: int | None, alternative: str) -> None:
-        self.n_samples, self.power = n_samples, power
-        self.required_power, self.needed_samples = required_power, needed_samples
-        need = (f"about {needed_samples} samples are needed" if needed_samples is not None
-                else "no sample size up to the search bound reaches it")
-        super().__init__(
-            f"{n_samples} samples detect {alternative} with power {power:.4g} < the required "
-            f"{required_power:.4g}: the audit cannot declare the decoder lossless; {need} "
-            "(or state a larger epsilon / a lower power)")
 
 
 def _check_law(law: LawLike, what: str) -> dict[Outcome, float]:
@@ -224,9 +203,7 @@ def pool_cells(reference_law: LawLike, n_samples: int, min_expected: float = 5.0
 
 
 def _check_n(n_samples: int) -> None:
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int | np.integer) \
-            or n_samples < 1:
-        raise InvalidAuditError(f"n_samples must be an int >= 1, got {n_samples!r}")
+    check_int("n_samples", n_samples, error=InvalidAuditError)
 
 
 def _check_alpha(alpha: float, name: str = "alpha") -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ..base.errors import ScheduleDependenceError
 from ..base.latency import Latency
 from ..base.models import LanguageModel, Number
 from ..base.randomness import Key, Randomness
@@ -28,7 +29,7 @@ from ..decoders.common import Recorder, check_inputs, model_probs
 from ..decoders.dsi import DSIConfig, DSIRun, _Task
 from ..decoders.speculative import STATS, speculative
 from ..decoders.verification import RejectionSampling, argmax, residual
-from .exact import ScheduleDependenceError, Witness
+from .exact import Witness
 from .laws import check_lossless
 from .schedulers import witness_summary
 from .suite import ModelPair, default_suite

@@ -21,7 +21,8 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from .torch_model import DTYPES, BackendError, replicate
+from ..base.errors import BackendError
+from .torch_model import DTYPES, replicate
 
 __all__ = ["CheckpointLM", "CheckpointSession"]
 

@@ -45,20 +45,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..base.errors import BackendError
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..decoders.common import check_inputs
 from ..decoders.dsi import DSIConfig, DSIRun, QueuePolicy, _Draft, _Task
 from ..decoders.speculative import SpeculativeConfig
 from ..decoders.verification import Rule, VerifyRule
-from .torch_model import (
-    BackendError,
-    BackendLM,
-    BatchedSession,
-    SessionLike,
-    TorchLM,
-    canonical_device,
-)
+from .torch_model import BackendLM, BatchedSession, SessionLike, TorchLM, canonical_device
 from .vectorised import vectorised_rule
 
 __all__ = ["Engine", "vectorised_rule"]

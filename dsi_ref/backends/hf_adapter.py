@@ -35,7 +35,8 @@ from transformers import GenerationConfig, GenerationMixin, PretrainedConfig, Pr
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from ..base.models import InvalidDistributionError, LanguageModel, Number, Prefix, checked_probs
+from ..base.errors import InvalidDistributionError
+from ..base.models import LanguageModel, Number, Prefix, checked_probs
 
 __all__ = [
     "DTYPES",

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import transformers
 
-from ..audit.exact import Law, ScheduleDependenceError, exact_distribution, total_variation
+from ..audit.exact import Law, exact_distribution, total_variation
 from ..audit.laws import target_distribution
 from ..audit.statistical import (
     POLICY_ALPHA,
@@ -30,12 +30,12 @@ from ..audit.statistical import (
 )
 from ..audit.suite import ModelPair, default_suite
 from ..audit.zoo import MUTANTS, Mutant
+from ..base.errors import NumericalError, ScheduleDependenceError
 from ..base.models import LanguageModel, TableLM
 from ..base.randomness import Randomness, Sampler
 from ..decoders.autoregressive import autoregressive
 from ..decoders.dsi import dsi
 from ..decoders.speculative import speculative
-from ..decoders.verification import NumericalError
 from .hf_adapter import DTYPES, AssistedSampler, HFLanguageModel, Processing, to_hf
 
 __all__ = [

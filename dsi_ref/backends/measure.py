@@ -1,6 +1,7 @@
 """The paper's measurements on torch models: TTFT/TPOT, and acceptance rates of a pair.
 
-Protocol (PAPER.md, "Measurement protocol used by the authors"): batch 1, greedy; warm-up first;
+Protocol (docs/paper.md, "Measurement protocol used by the authors"): batch 1, greedy; warm-up
+first;
 TTFT = one synchronised forward over the prompt; TPOT = (generate time − TTFT)/(new tokens − 1);
 mean and spread over N prompts. Forwards go through the same `Session.rows` call that the
 execution engine uses (CUDA graph replay, float64 softmax, the row copied to the host), so the
@@ -30,10 +31,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from ..base.errors import BackendError
 from ..base.randomness import Sampler
 from ..sim.params import Contention
 from .engine import Engine
-from .torch_model import BackendError, BackendLM, SessionLike
+from .torch_model import BackendLM, SessionLike
 
 __all__ = [
     "AcceptanceEstimate",
@@ -92,7 +94,7 @@ class PairMeasurement:
 
     @property
     def c(self) -> float:
-        """Drafter TPOT over target TPOT (PAPER.md's ``c``)."""
+        """Drafter TPOT over target TPOT (docs/paper.md's ``c``)."""
         return self.drafter_tpot_ms / self.target_tpot_ms
 
     def as_row(self) -> dict[str, float | str]:

@@ -41,6 +41,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..base.errors import BackendError
+from ..base.validate import check_int
+
 __all__ = [
     "DTYPES",
     "PRESETS",
@@ -63,9 +66,6 @@ __all__ = [
 #: Captured CUDA-graph query lengths are powers of two up to this (longer inputs are chunked).
 MAX_GRAPH_LENGTH = 64
 
-
-class BackendError(ValueError):
-    """A torch-backend argument is out of its domain (the message says which and how to fix it)."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for field_name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
-            value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise BackendError(f"ModelConfig.{field_name} must be an int >= 1, got {value!r}")
+            check_int(f"ModelConfig.{field_name}", getattr(self, field_name), error=BackendError)
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise BackendError(f"ModelConfig: d_model={self.d_model} must be n_heads="
                                f"{self.n_heads} times an even head dimension (for RoPE)")
@@ -341,8 +339,7 @@ class _DeviceSession:
         self.graphs = self.cuda if graphs is None else graphs
         if self.graphs and not self.cuda:
             raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
-        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
-            raise BackendError(f"segments must be an int >= 1, got {segments!r}")
+        check_int("segments", segments, error=BackendError)
         self.segments = self.model.segments(segments)
         self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
             self.model.embed.device, priority=priority) if self.cuda else None
@@ -547,8 +544,7 @@ class BatchedSession(_DeviceSession):
 
     def __init__(self, lm: TorchLM, slots: int, *, graphs: bool | None = None,
                  segments: int = 1, priority: int = 0) -> None:
-        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-            raise BackendError(f"slots must be an int >= 1, got {slots!r}")
+        check_int("slots", slots, error=BackendError)
         self.lm, self.model, self.slots = lm, lm.model, slots
         self.cache = self.model.new_cache(slots)
         self.tokens: list[list[int]] = [[] for _ in range(slots)]

@@ -26,13 +26,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..base.errors import NumericalError
 from ..base.models import Number
 from ..base.randomness import Randomness, Sampler
 from ..decoders.verification import (
     Decision,
     ExactMatch,
     Greedy,
-    NumericalError,
     RejectionSampling,
     Rule,
     VerifyRule,

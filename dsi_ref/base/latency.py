@@ -3,7 +3,8 @@
 A cost is a positive constant (`Fraction` for exact work, or float) or a small discrete law
 ``{value: probability}``; random costs are drawn through ``rng`` (so the exact interpreter covers
 them). ``*_first`` is the cost of a model's first forward in a run (TTFT, the prefill over the
-prompt); later forwards cost the plain value (TPOT). PAPER.md notation: the drafter forward costs
+prompt); later forwards cost the plain value (TPOT). docs/paper.md notation: the drafter forward
+costs
 ``c`` (0 < c ≤ 1 in the paper's regime), the target forward ``1``.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeAlias
 
+from .errors import InvalidParameterError
 from .randomness import Key, Randomness
 
 __all__ = ["Cost", "InvalidParameterError", "Latency", "Time"]
@@ -21,9 +23,6 @@ __all__ = ["Cost", "InvalidParameterError", "Latency", "Time"]
 Time: TypeAlias = Fraction | float
 Cost: TypeAlias = Fraction | float | int | Mapping[Any, Any]
 
-
-class InvalidParameterError(ValueError):
-    """A decoder or latency parameter is out of its domain (the message says which and why)."""
 
 
 def _check_cost(name: str, cost: Cost | None) -> None:
@@ -72,7 +71,7 @@ class Latency:
     @classmethod
     def from_ms(cls, *, target_ttft: float, target_tpot: float, drafter_ttft: float,
                 drafter_tpot: float) -> Latency:
-        """Costs in milliseconds from measured TTFT/TPOT pairs (PAPER.md's table inputs)."""
+        """Costs in milliseconds from measured TTFT/TPOT pairs (docs/paper.md's table inputs)."""
         return cls(drafter=drafter_tpot, target=target_tpot, drafter_first=drafter_ttft,
                    target_first=target_ttft)
 

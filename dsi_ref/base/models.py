@@ -20,6 +20,8 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 
+from .errors import InvalidDistributionError
+
 __all__ = [
     "FLOAT_TOLERANCE",
     "FunctionLM",
@@ -40,9 +42,6 @@ Probs: TypeAlias = Sequence[Number]
 #: Largest |sum - 1| accepted for a float distribution.
 FLOAT_TOLERANCE = 1e-9
 
-
-class InvalidDistributionError(ValueError):
-    """A model returned something that is not a probability vector over its vocabulary."""
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ more measured inputs: how concurrent forwards slow each other down on one device
 ``k + 1`` tokens in TPOTs (`measure_verify_cost` → ``verify_cost=``).
 
 The prediction uses `dsi_ref.expected_latency` when the core provides it (paper model, and the
-event model with the same ``sp_degree``); otherwise `paper_model_per_token`, PAPER.md's renewal
+event model with the same ``sp_degree``); otherwise `paper_model_per_token`, docs/paper.md's renewal
 formulas (N → ∞), computed here.
 """
 
@@ -35,7 +35,7 @@ __all__ = ["install", "paper_model_per_token", "predictions"]
 
 
 def paper_model_per_token(c: float, a: float, k: int) -> dict[str, float]:
-    """Expected time per token (target forward = 1) of non-SI, SI and DSI in PAPER.md's renewal
+    """Expected time per token (target forward = 1) of non-SI, SI and DSI in docs/paper.md's renewal
     limit: non-SI 1; SI ``(k c + 1)(1 − a)/(1 − a^(k+1))``; DSI (paper model, unlimited servers)
     ``(1 − a) E[min((M + 1) k c + 1, M k + A + 1)]`` with ``P(M = m) = (1 − a^k) a^(k m)`` and
     ``P(A = j) = a^j (1 − a)/(1 − a^k)``, ``j < k``.
@@ -81,7 +81,7 @@ def predictions(c: float, a: float, k: int, n_tokens: int, sp_degree: int) -> di
             out["dsi_event_error"] = str(error)
         return out
     per_token = paper_model_per_token(c, a, k)
-    return {"source": "PAPER.md renewal formulas (bench.paper_model_per_token; "
+    return {"source": "docs/paper.md renewal formulas (bench.paper_model_per_token; "
                       "dsi_ref.expected_latency not available)",
             **{name: value * n_tokens for name, value in per_token.items()}}
 
@@ -107,13 +107,8 @@ def _csv_devices(text: str) -> list[str]:
 def _bench(args: argparse.Namespace) -> int:
     from ..backends.engine import Engine
     from ..backends.measure import random_prompts
-    from ..backends.torch_model import (
-        PRESETS,
-        BackendError,
-        TorchLM,
-        describe_device,
-        resolve_device,
-    )
+    from ..backends.torch_model import PRESETS, TorchLM, describe_device, resolve_device
+    from ..base.errors import BackendError
 
     device = resolve_device(args.device)
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2

@@ -25,7 +25,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..base.latency import InvalidParameterError, Latency
+from ..base.errors import InvalidParameterError
+from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Sampler
 from ..base.result import Event, Run

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..base.latency import InvalidParameterError
+from ..base.errors import InvalidParameterError
 
 if TYPE_CHECKING:
     from ..sim.grid import Heatmap

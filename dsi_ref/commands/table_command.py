@@ -11,7 +11,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..base.latency import InvalidParameterError
+from ..base.errors import InvalidParameterError
 from ..sim.paper_table import PHI3_MBPP, TableResult, compute_row, read_rows
 from ..sim.params import required_servers
 from .args import positive_int

@@ -7,7 +7,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..audit.suite import default_suite
-from ..base.latency import InvalidParameterError, Latency
+from ..base.errors import InvalidParameterError
+from ..base.latency import Latency
 from .gantt import compare_runs, plot_timelines, timeline_text
 
 __all__ = ["install"]

@@ -6,9 +6,11 @@ from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
 from functools import partial
 
-from ..base.latency import InvalidParameterError, Latency, Time
+from ..base.errors import InvalidParameterError
+from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number, Prefix, checked_probs
 from ..base.result import Event, Run
+from ..base.validate import check_int
 
 __all__ = ["Recorder", "check_inputs", "model_probs", "model_reader"]
 
@@ -46,9 +48,7 @@ def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: i
         if drafter.eos != target.eos:
             raise InvalidParameterError(
                 f"target and drafter disagree on EOS: {target.eos} vs {drafter.eos}")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
-            or max_new_tokens < 0:
-        raise InvalidParameterError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    check_int("max_new_tokens", max_new_tokens, low=0)
     prompt = tuple(prompt)
     for tok in prompt:
         if not isinstance(tok, int) or not 0 <= tok < target.vocab_size:

@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from ..base.latency import InvalidParameterError, Latency, Time
+from ..base.errors import InvalidParameterError
+from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
+from ..base.validate import check_int
 from .common import check_inputs, merge_hint, model_probs
 from .verification import Rule, VerifyRule, as_rule
 
@@ -63,9 +65,7 @@ class DSIConfig:
 
     def __post_init__(self) -> None:
         for name in ("lookahead", "sp_degree"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidParameterError(f"{name} must be an int >= 1, got {value!r}")
+            object.__setattr__(self, name, check_int(name, getattr(self, name)))
         try:
             as_rule(self.verify)
         except (TypeError, ValueError) as error:

@@ -6,7 +6,7 @@ Each iteration: the drafter drafts ``m = min(lookahead, remaining − 1)`` token
 the
 accepted ones are committed, the first rejected one is replaced by a residual token, and if all are
 accepted a bonus token is drawn from ``p`` at the last position. An iteration therefore commits
-between 1 and ``m + 1`` tokens and costs ``m·c + 1`` on the virtual clock (PAPER.md).
+between 1 and ``m + 1`` tokens and costs ``m·c + 1`` on the virtual clock (docs/paper.md).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..base.latency import InvalidParameterError, Latency
+from ..base.errors import InvalidParameterError
+from ..base.latency import Latency
 from ..base.models import LanguageModel, Number
 from ..base.randomness import Randomness
 from ..base.result import Run
+from ..base.validate import check_int
 from .common import Recorder, check_inputs, merge_hint, model_reader
 from .verification import Rule, VerifyRule, as_rule
 
@@ -32,7 +34,7 @@ class SpeculativeConfig:
     """Parameters of SI, validated on construction.
 
     Args:
-        lookahead: drafts per iteration (``k`` in PAPER.md), ``>= 1``.
+        lookahead: drafts per iteration (``k`` in docs/paper.md), ``>= 1``.
         verify: ``"rejection"``, ``"exact_match"``, ``"greedy"``, or a `Rule` object.
         latency: forward costs on the virtual clock.
     """
@@ -42,9 +44,7 @@ class SpeculativeConfig:
     latency: Latency = field(default_factory=Latency)
 
     def __post_init__(self) -> None:
-        if isinstance(self.lookahead, bool) or not isinstance(self.lookahead, int) \
-                or self.lookahead < 1:
-            raise InvalidParameterError(f"lookahead must be an int >= 1, got {self.lookahead!r}")
+        object.__setattr__(self, "lookahead", check_int("lookahead", self.lookahead))
         try:
             as_rule(self.verify)
         except (TypeError, ValueError) as error:

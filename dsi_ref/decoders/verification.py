@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
+from ..base.errors import NumericalError
 from ..base.models import Number
 from ..base.randomness import Randomness
 
@@ -61,9 +62,6 @@ __all__ = [
 VerifyRule: TypeAlias = Literal["rejection", "exact_match", "greedy"]
 VERIFY_RULES: tuple[VerifyRule, ...] = ("rejection", "exact_match", "greedy")
 
-
-class NumericalError(ArithmeticError):
-    """Float rounding made an impossible event happen (e.g. a rejection with an empty residual)."""
 
 
 class Decision(NamedTuple):

@@ -1,6 +1,7 @@
 """Acceptance-level latency simulator: non-SI, SI and DSI at the paper's scale, exactly.
 
-Tokens are abstracted away: each draft is accepted i.i.d. with rate ``a`` (PAPER.md). Two models
+Tokens are abstracted away: each draft is accepted i.i.d. with rate ``a`` (docs/paper.md). Two
+models
 of DSI:
 
 * ``model="paper"`` — the official offline simulator (per-segment ``min(speculative cost,
@@ -19,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ..base.latency import InvalidParameterError
+from ..base.errors import InsufficientServersError, InvalidParameterError
+from ..base.validate import check_int
 from .event import dsi_event_exact, simulate_event
 from .paper import dsi_paper_exact, nonsi_exact, si_exact, simulate_paper
 from .params import (
@@ -27,7 +29,6 @@ from .params import (
     MODELS,
     Algorithm,
     Contention,
-    InsufficientServersError,
     Model,
     Num,
     SimParams,
@@ -106,8 +107,7 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
     >>> simulate_latency("nonsi", c=0.1, a=0.5, k=None, n_tokens=7, n_repeats=3, seed=0)
     array([7., 7., 7.])
     """
-    if isinstance(n_repeats, bool) or not isinstance(n_repeats, int) or n_repeats < 1:
-        raise InvalidParameterError(f"n_repeats must be an int >= 1, got {n_repeats!r}")
+    n_repeats = check_int("n_repeats", n_repeats)
     p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
                 drafter_first, contention, verify_cost)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)

@@ -28,7 +28,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from ..base.latency import InvalidParameterError
+from ..base.errors import InvalidParameterError
+from ..base.validate import check_int
 from .event import dsi_event_grid
 from .paper import dsi_paper_grid, si_grid
 from .params import MODELS, Model, SimParams, required_servers
@@ -72,9 +73,7 @@ class HeatmapSpec:
 
     def __post_init__(self) -> None:
         for name in ("ndim", "n_tokens", "sp_degree"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidParameterError(f"{name} must be an int >= 1, got {value!r}")
+            object.__setattr__(self, name, check_int(name, getattr(self, name)))
         if self.si_lookaheads not in ("quirks", "fair"):
             raise InvalidParameterError("si_lookaheads must be 'quirks' or 'fair'")
         if self.model not in MODELS:

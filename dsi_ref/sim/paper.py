@@ -1,6 +1,6 @@
 """The paper model: the official offline simulator's SI and DSI, exactly and by Monte Carlo.
 
-Acceptance level (PAPER.md): each draft is accepted i.i.d. with rate ``a`` up to the first
+Acceptance level (docs/paper.md): each draft is accepted i.i.d. with rate ``a`` up to the first
 rejection, so the accepted drafts before a rejection, ``G``, have ``P(G >= j) = a^j``.
 
 * non-SI: ``T = N``.

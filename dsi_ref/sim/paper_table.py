@@ -5,7 +5,8 @@ degree. Time unit inside: the target's TPOT, so ``c = drafter TPOT / target TPOT
 model's first forward costs its TTFT (per server in the event model, as in the official online
 simulator and in `dsi_ref.decoders.dsi`). Latencies are exact expectations (`expected_latency`),
 converted
-back to ms. Only the Phi-3-medium / Phi-3-mini / MBPP row of PAPER.md has public inputs; users add
+back to ms. Only the Phi-3-medium / Phi-3-mini / MBPP row of docs/paper.md has public inputs; users
+add
 rows from a TOML (``[[row]]`` tables) or CSV file with the fields of `TableRow`.
 """
 
@@ -21,7 +22,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..base.latency import InvalidParameterError
+from ..base.errors import InvalidParameterError
+from ..base.validate import check_int
 from . import expected_latency
 
 __all__ = ["PHI3_MBPP", "TableResult", "TableRow", "compute_row", "read_rows"]
@@ -71,8 +73,7 @@ class TableRow:
             value = getattr(self, name)
             if value is None and name == "lookahead":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidParameterError(f"{self.name}: {name} must be an int >= 1")
+            check_int(f"{self.name}: {name}", value)
 
     @property
     def units(self) -> dict[str, Fraction]:
@@ -82,7 +83,7 @@ class TableRow:
                 "drafter_first": self.drafter_ttft_ms / tpot}
 
 
-#: The one row of the paper's table whose inputs are public (PAPER.md).
+#: The one row of the paper's table whose inputs are public (docs/paper.md).
 PHI3_MBPP = TableRow("Phi-3-medium / Phi-3-mini, MBPP", target_ttft_ms=Fraction("180.3"),
                      target_tpot_ms=Fraction("100.2"), drafter_ttft_ms=Fraction("57.3"),
                      drafter_tpot_ms=Fraction("3.3"), acceptance_rate=Fraction("0.94"),

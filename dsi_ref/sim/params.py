@@ -1,6 +1,6 @@
 """Parameters of the acceptance-level simulator, validated in one place.
 
-Notation (PAPER.md): drafter forward ``c`` (target forward = 1), acceptance rate ``a``,
+Notation (docs/paper.md): drafter forward ``c`` (target forward = 1), acceptance rate ``a``,
 lookahead ``k``, ``N`` = ``n_tokens`` tokens to generate, ``SP`` = ``sp_degree`` target servers.
 Prefill: ``target_first`` / ``drafter_first`` are the costs of a model's first forward (TTFT in
 units of the target's TPOT); ``None`` means the plain cost. ``verify_cost`` is the cost ``v`` of a
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, TypeAlias
 
-from ..base.latency import InvalidParameterError
+from ..base.errors import InsufficientServersError, InvalidParameterError
+from ..base.validate import check_int, check_number
 
 __all__ = ["ALGORITHMS", "MODELS", "Algorithm", "Contention", "InsufficientServersError",
            "Model", "Num", "SimParams", "is_exact", "required_servers"]
@@ -28,9 +29,6 @@ ALGORITHMS: tuple[Algorithm, ...] = ("nonsi", "si", "dsi")
 MODELS: tuple[Model, ...] = ("paper", "event")
 QUEUES = ("fifo", "lifo", "any")
 
-
-class InsufficientServersError(InvalidParameterError):
-    """The paper model assumes no task ever waits: it needs ``SP >= ceil(1 / (k c))``."""
 
 
 def is_exact(*values: object) -> bool:
@@ -112,20 +110,6 @@ class Contention:
         return self._lookup(self.drafter, running)
 
 
-def _check_positive(name: str, value: object, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
-    if not (value > 0 and math.isfinite(value)):
-        raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
-
-
-def _check_int(name: str, value: object, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InvalidParameterError(f"{name} must be an int >= {low}, got {value!r}")
-
-
 @dataclass(frozen=True)
 class SimParams:
     """One configuration of the acceptance-level simulator.
@@ -172,19 +156,17 @@ class SimParams:
                                         f"got {self.algorithm!r}")
         if self.model not in MODELS:
             raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
-        _check_positive("c", self.c)
-        if isinstance(self.a, bool) or not isinstance(self.a, int | float | Fraction) \
-                or not 0 <= self.a <= 1:
-            raise InvalidParameterError(f"acceptance rate a must lie in [0, 1], got {self.a!r}")
-        _check_int("k (lookahead)", self.k, 1)
-        _check_int("n_tokens", self.n_tokens, 1)
-        _check_positive("target_first", self.target_first, allow_none=True)
-        _check_positive("drafter_first", self.drafter_first, allow_none=True)
-        _check_positive("verify_cost", self.verify_cost, allow_none=True)
+        check_number("c", self.c, positive=True)
+        check_number("acceptance rate a", self.a, low=0, high=1)
+        object.__setattr__(self, "k", check_int("lookahead", self.k))
+        object.__setattr__(self, "n_tokens", check_int("n_tokens", self.n_tokens))
+        check_number("target_first", self.target_first, positive=True, allow_none=True)
+        check_number("drafter_first", self.drafter_first, positive=True, allow_none=True)
+        check_number("verify_cost", self.verify_cost, positive=True, allow_none=True)
         if self.queue not in QUEUES:
             raise InvalidParameterError(f"queue must be one of {QUEUES}, got {self.queue!r}")
         if self.sp_degree is not None:
-            _check_int("sp_degree", self.sp_degree, 1)
+            object.__setattr__(self, "sp_degree", check_int("sp_degree", self.sp_degree))
         if self.model == "event" and self.algorithm == "dsi" and self.sp_degree is None:
             raise InvalidParameterError("the event model simulates the servers: pass "
                                         "sp_degree (an int >= 1)")

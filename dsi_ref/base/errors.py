@@ -1,0 +1,95 @@
+"""Every error class of dsi-ref, defined once (the layers above import them from here).
+
+Each names what a user did or what happened, so that a caller can catch exactly that:
+
+* bad arguments: `InvalidParameterError` (and its refinement `InsufficientServersError`),
+  `InvalidDistributionError` (a model's row), `InvalidAuditError` (the statistical audit's
+  inputs), `BackendError` (the torch backend's inputs);
+* verdicts that cannot be given: `ScheduleDependenceError` (the law depends on the schedule; it
+  carries the witness), `PathLimitError` (too many paths to enumerate), `UnderpoweredError`
+  (the sample cannot reach the stated power);
+* arithmetic: `NumericalError` (float rounding made an impossible event happen).
+
+`theory` and `proofs` never import the core, so their errors (`theory.TheoryDomainError`,
+`proofs.TranslationError`) live there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BackendError",
+    "InsufficientServersError",
+    "InvalidAuditError",
+    "InvalidDistributionError",
+    "InvalidParameterError",
+    "NumericalError",
+    "PathLimitError",
+    "ScheduleDependenceError",
+    "UnderpoweredError",
+]
+
+
+class InvalidParameterError(ValueError):
+    """A decoder, latency or simulator parameter is out of its domain (the message says which
+    and why)."""
+
+
+class InsufficientServersError(InvalidParameterError):
+    """The paper model assumes no task ever waits: it needs ``SP >= ceil(1 / (k c))``."""
+
+
+class InvalidDistributionError(ValueError):
+    """A model returned something that is not a probability vector over its vocabulary."""
+
+
+class InvalidAuditError(ValueError):
+    """Bad arguments to the statistical audit (a reference that is not a law, a bad alpha...)."""
+
+
+class BackendError(ValueError):
+    """A torch-backend argument is out of its domain (the message says which and how to fix it)."""
+
+
+class NumericalError(ArithmeticError):
+    """Float rounding made an impossible event happen (e.g. a rejection with an empty residual)."""
+
+
+class PathLimitError(RuntimeError):
+    """The program has more paths (or longer paths) than the configured bound."""
+
+
+class ScheduleDependenceError(AssertionError):
+    """The program's output law depends on how its nondeterministic choices are resolved.
+
+    Attributes:
+        witness: the shortest path to a scheduler's choice whose options lead to different laws
+            (a `dsi_ref.audit.exact.Witness`).
+    """
+
+    def __init__(self, witness: Any) -> None:
+        super().__init__(str(witness))
+        self.witness: Any = witness
+
+
+class UnderpoweredError(RuntimeError):
+    """The planned sample cannot detect the stated alternative with the requested power.
+
+    Attributes:
+        n_samples: the sample size asked for.
+        power: the power it achieves.
+        required_power: the power asked for.
+        needed_samples: a sample size that achieves it (None if none up to the search bound).
+    """
+
+    def __init__(self, n_samples: int, power: float, required_power: float,
+                 needed_samples: int | None, alternative: str) -> None:
+        self.n_samples, self.power = n_samples, power
+        self.required_power, self.needed_samples = required_power, needed_samples
+        need = (f"about {needed_samples} samples are needed" if needed_samples is not None
+                else "no sample size up to the search bound reaches it")
+        super().__init__(
+            f"{n_samples} samples detect {alternative} with power {power:.4g} < the required "
+            f"{required_power:.4g}: the audit cannot declare the decoder lossless; {need} "
+            "(or state a larger epsilon / a lower power)")
