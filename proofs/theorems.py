@@ -9,7 +9,7 @@ Methods, per theorem (also in the table's notes and docs/theory.md):
   of degree ≤ ``k + 2`` and z3's nlsat decides the claim over all real ``a``, ``c`` in range.
 * **lemmas**: the paper model's min is an infinite expectation z3 cannot see; it is abstracted
   by a real ``D`` constrained by three lemmas, each proved in docs/theory.md and checked exactly
-  in tests (tests/test_theory_paper_model.py): L1 ``D ≤ 1`` (min ≤ target-only cost, and
+  in tests (tests/test_theory_closed_forms.py): L1 ``D ≤ 1`` (min ≤ target-only cost, and
   ``(1 − a)·E[M k + A + 1] = 1``), L2 ``D ≤`` the no-min form (min ≤ speculative cost), L3
   ``D < 1`` when ``a > 0`` and ``c < 1`` (the speculative cost is strictly smaller with positive
   probability).

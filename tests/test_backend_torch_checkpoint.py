@@ -1,7 +1,7 @@
 """A local Hugging Face checkpoint directory, loaded by path, behind the backend's interface:
 cache reuse and rollback, reference equivalence of the engine on it, and ``dsi-ref bench`` on it.
 
-Rows are float64; the tolerance of the equalities is that of tests/test_backend_exec_equivalence.
+Rows are float64; the tolerance of the equalities is that of tests/test_backend_exec_equivalence.py.
 """
 
 from __future__ import annotations

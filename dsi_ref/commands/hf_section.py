@@ -98,5 +98,5 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
 SECTION = SectionSpec("hf", hf_section, opt_in=True)  # ~1 min of sampling: `--hf`

@@ -110,8 +110,9 @@ def decide(rule: VerifyRule, target_probs: Sequence[Number],
 class Rule(Protocol):
     """A verification rule as an object: how to draft and how to decide a position.
 
-    The built-in rules are `StandardRule` instances; a custom rule (a new verification scheme, or
-    a deliberately wrong one from the zoo) passes as ``verify=`` to `speculative` and `dsi`.
+    The built-in rules are `RejectionSampling` and its subclasses `ExactMatch` and `Greedy` (by
+    name in `RULES`); a custom rule (a new verification scheme, or a deliberately wrong one from
+    the zoo) passes as ``verify=`` to `speculative` and `dsi`.
     ``greedy`` says whether its reference is the target's greedy sequence.
     """
 
