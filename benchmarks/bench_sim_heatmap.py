@@ -44,8 +44,8 @@ def five_repeat_noise(samples: int, seed: int) -> list[float]:
         c = float(rng.choice(np.linspace(0.05, 1, 20)))
         a = float(rng.choice(np.linspace(0.05, 0.95, 19)))
         k = int(rng.integers(1, 21))
-        exact = dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=1000)
-        mc = dr.simulate_latency("dsi", c=c, a=a, k=k, n_tokens=1000, n_repeats=5, seed=rng)
+        exact = dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=1000)
+        mc = dr.simulate_latency("dsi", c=c, a=a, lookahead=k, n_tokens=1000, n_repeats=5, seed=rng)
         errors.append(abs(mc.mean() / exact - 1))
     return errors
 

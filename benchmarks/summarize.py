@@ -97,9 +97,9 @@ def shared_rows(path: str, probe_log: str | None) -> tuple[str, list[dict[str, A
     rows = []
     for r in data["results"]:
         k, sp = r["lookahead"], r["sp_degree"]
-        dsi = float(dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="event",
+        dsi = float(dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="event",
                                         sp_degree=sp, contention=contention))
-        si = float(dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n))
+        si = float(dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n))
         ms = r["ms_per_token"]
         rows.append({"k": k, "sp": sp, "dsi_ms": ms["dsi"], "pred_dsi_ms": dsi / n * tpot,
                      "dsi/si": r["measured_speedup"]["dsi/si"], "pred dsi/si": si / dsi,
@@ -148,8 +148,8 @@ def verify_rows(path: str) -> tuple[str, list[dict[str, Any]]]:
     rows = []
     for r in data["results"]:
         k, sp, v = r["lookahead"], r["sp_degree"], r["verify_cost"]["v"]
-        si = float(dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n, verify_cost=v))
-        dsi = float(dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="event",
+        si = float(dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n, verify_cost=v))
+        dsi = float(dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="event",
                                         sp_degree=sp, contention=contention, verify_cost=v))
         ms = r["ms_per_token"]
         rows.append({"k": k, "sp": sp, "v": v, "ms": ms, "pred_si_ms": si / n * tpot,

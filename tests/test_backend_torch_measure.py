@@ -1,5 +1,6 @@
-"""The paper's measurements on torch models (TTFT/TPOT, the two acceptance estimators), the
-benchmark's prediction helper, and ``dsi-ref bench`` end to end on tiny CPU models."""
+"""The paper's measurements on torch models (TTFT/TPOT, the two acceptance estimators) and
+``dsi-ref bench`` end to end on tiny CPU models (its predictions are the simulator's, whose closed
+forms the theory bridge tests check)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from dsi_ref.backends.measure import (  # noqa: E402
 from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
-from dsi_ref.commands.bench_command import paper_model_per_token  # noqa: E402
 from dsi_ref.sim.paper_table import read_rows  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -114,21 +114,6 @@ def test_measure_pair_gives_a_table_row(pair: tuple[TorchLM, TorchLM]) -> None:
     assert 0 < fields["sampling_acceptance"] < 1  # type: ignore[operator]
 
 
-@pytest.mark.parametrize(("c", "a", "k"), [(0.1, 0.5, 2), (0.05, 0.9, 5), (0.3, 0.2, 1)])
-def test_paper_model_per_token_matches_the_core_simulator_at_large_n(
-        c: float, a: float, k: int) -> None:
-    expected = getattr(dr, "expected_latency", None)
-    if expected is None:
-        pytest.skip("dsi_ref.expected_latency not available")
-    per_token = paper_model_per_token(c, a, k)
-    n = 4000
-    for algorithm in ("si", "dsi"):
-        finite = float(expected(algorithm, c=c, a=a, k=k, n_tokens=n, model="paper")) / n
-        # the finite-N value differs from the renewal limit by an end effect of O(k / N)
-        assert finite == pytest.approx(per_token[algorithm], abs=2 * (k + 1) / n)
-    assert per_token["dsi"] <= min(1.0, per_token["si"]) + 1e-12
-
-
 @pytest.mark.parametrize("server_devices", [None, "cpu,cpu:1"])
 def test_bench_runs_end_to_end_and_writes_its_numbers(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str],
@@ -197,6 +182,6 @@ def test_measure_concurrency_on_cuda_gives_slowdowns_for_the_simulator() -> None
     target, drafter = build_pair(device="cuda", dtype="fp32", max_seq_len=64)
     probe = measure_concurrency(target, drafter, (1, 2, 3), 3, forwards=10)
     assert all(t > 0 for t in probe.target_ms + probe.drafter_ms)
-    latency = dr.expected_latency("dsi", c=0.2, a=0.7, k=3, n_tokens=16, model="event",
+    latency = dr.expected_latency("dsi", c=0.2, a=0.7, lookahead=3, n_tokens=16, model="event",
                                   sp_degree=3, contention=probe.contention())
     assert latency > 0

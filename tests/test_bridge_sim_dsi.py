@@ -59,8 +59,8 @@ def test_event_model_expectation_equals_token_level_dsi_exactly(
         lambda rng: dr.dsi(target, drafter, (), n, rng, lookahead=k, sp_degree=sp,
                            latency=latency, queue=queue).time,  # type: ignore[arg-type]
         scheduler="first")
-    event = dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="event", sp_degree=sp,
-                                queue=queue, target_first=t1, drafter_first=d1)
+    event = dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="event",
+                                sp_degree=sp, queue=queue, target_first=t1, drafter_first=d1)
     assert event == token_level
 
 
@@ -76,7 +76,7 @@ def test_si_expectation_equals_token_level_speculative_exactly(
         lambda rng: dr.speculative(target, drafter, (), n, rng, lookahead=k,
                                    latency=latency).time)
     for model in ("paper", "event"):
-        assert dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n, model=model,  # type: ignore[arg-type]
+        assert dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n, model=model,  # type: ignore[arg-type]
                                    target_first=t1, drafter_first=d1) == token_level
 
 
@@ -86,7 +86,7 @@ def test_si_expectation_equals_token_level_speculative_exactly(
 def test_si_exact_equals_theory_finite_n_recurrence(a: F, c: F, k: int, n: int) -> None:
     expected = theory.si_expected_latency(sympy.Rational(a), sympy.Rational(c), k, n,
                                           target_first=sympy.Rational(3, 2))
-    assert dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n,
+    assert dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n,
                                target_first=F(3, 2)) == to_fraction(expected)
 
 
@@ -109,5 +109,5 @@ def test_paper_dsi_segment_charge_converges_to_theory_renewal_limit(a: F, c: F, 
 def test_event_model_equals_theory_when_no_task_waits(a: F, c: F, k: int, n: int) -> None:
     sp = 1 + theory.event_verification_servers(sympy.Rational(c), k, n)
     expected = theory.dsi_event_expected_latency(sympy.Rational(a), sympy.Rational(c), k, n)
-    assert dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="event",
+    assert dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="event",
                                sp_degree=sp) == to_fraction(expected)

@@ -22,11 +22,11 @@ CASES = [(F(1, 2), F(1, 10), 2), (F(1, 3), F(2, 5), 3), (F(9, 10), F(1, 20), 4),
 def test_si_and_nonsi_closed_forms_equal_the_simulators_exact_expectations(
         a: F, c: F, k: int) -> None:
     for n_tokens in (1, 2, 3, 7, 12, 30):
-        assert dsi_ref.expected_latency("si", c=c, a=a, k=k, n_tokens=n_tokens) \
+        assert dsi_ref.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n_tokens) \
             == theory.si_expected_latency(a, c, k, n_tokens)
-        assert dsi_ref.expected_latency("nonsi", c=c, a=a, k=k, n_tokens=n_tokens) \
+        assert dsi_ref.expected_latency("nonsi", c=c, a=a, lookahead=k, n_tokens=n_tokens) \
             == theory.nonsi_latency(n_tokens)
-    assert dsi_ref.expected_latency("si", c=c, a=a, k=k, n_tokens=9, target_first=F(9, 5),
+    assert dsi_ref.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=9, target_first=F(9, 5),
                                     drafter_first=F(2, 7)) \
         == theory.si_expected_latency(a, c, k, 9, target_first=F(9, 5), drafter_first=F(2, 7))
 
@@ -36,8 +36,8 @@ def test_event_model_no_waiting_closed_form_equals_the_simulators_event_model(
         a: F, c: F, k: int) -> None:
     for n_tokens in (1, 2, 5, 11, 20):
         servers = theory.event_verification_servers(c, k, n_tokens)
-        assert dsi_ref.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n_tokens, model="event",
-                                        sp_degree=1 + servers) \
+        assert dsi_ref.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n_tokens,
+                                        model="event", sp_degree=1 + servers) \
             == theory.dsi_event_expected_latency(a, c, k, n_tokens)
 
 
@@ -45,7 +45,7 @@ def test_event_model_no_waiting_closed_form_equals_the_simulators_event_model(
 def test_paper_model_per_token_increments_converge_to_the_closed_form_with_the_min(
         a: F, c: F, k: int) -> None:
     def t(n: int) -> F:
-        return F(dsi_ref.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n, model="paper"))
+        return F(dsi_ref.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="paper"))
 
     increment = t(401) - t(400)
     assert abs(float(increment - theory.dsi_paper_latency_per_token(a, c, k))) < 1e-9

@@ -22,7 +22,7 @@ C = dr.Contention
 def test_two_concurrent_target_forwards_share_the_device_by_hand() -> None:
     # N = 1, k = 1, SP = 2: the frontier forward runs alone for c, then beside the verification
     # task at half speed: it ends at c + 2 (1 - c) = 2 - c (independent servers: 1)
-    kwargs = {"c": 0.25, "a": 0.5, "k": 1, "n_tokens": 1, "model": "event", "sp_degree": 2}
+    kwargs = {"c": 0.25, "a": 0.5, "lookahead": 1, "n_tokens": 1, "model": "event", "sp_degree": 2}
     assert dr.expected_latency("dsi", **kwargs) == pytest.approx(1.0)  # type: ignore[arg-type]
     slow = dr.expected_latency("dsi", contention=C((1.0, 2.0)), **kwargs)  # type: ignore[arg-type]
     assert slow == pytest.approx(1.75, rel=1e-12)
@@ -33,11 +33,11 @@ def test_two_concurrent_target_forwards_share_the_device_by_hand() -> None:
     assert both == pytest.approx(1.5, rel=1e-12)
 
 
-CONFIGS = [{"c": 0.25, "a": 0.6, "k": 3, "n_tokens": 20, "sp_degree": 3},
-           {"c": 0.1, "a": 0.8, "k": 2, "n_tokens": 30, "sp_degree": 2},
-           {"c": 0.3, "a": 0.7, "k": 2, "n_tokens": 12, "sp_degree": 4,
+CONFIGS = [{"c": 0.25, "a": 0.6, "lookahead": 3, "n_tokens": 20, "sp_degree": 3},
+           {"c": 0.1, "a": 0.8, "lookahead": 2, "n_tokens": 30, "sp_degree": 2},
+           {"c": 0.3, "a": 0.7, "lookahead": 2, "n_tokens": 12, "sp_degree": 4,
             "target_first": 2.5, "drafter_first": 0.9},
-           {"c": 0.5, "a": 0.3, "k": 1, "n_tokens": 10, "sp_degree": 1}]
+           {"c": 0.5, "a": 0.3, "lookahead": 1, "n_tokens": 10, "sp_degree": 1}]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -66,8 +66,8 @@ def test_exact_expectation_is_the_mean_of_direct_runs(config: dict[str, float]) 
 def test_contention_changes_dsi_only() -> None:
     contention = C((1.0, 3.0), (1.0, 3.0))
     for algorithm in ("nonsi", "si"):
-        plain = dr.expected_latency(algorithm, c=0.2, a=0.6, k=3, n_tokens=15)
-        shared = dr.expected_latency(algorithm, c=0.2, a=0.6, k=3, n_tokens=15,
+        plain = dr.expected_latency(algorithm, c=0.2, a=0.6, lookahead=3, n_tokens=15)
+        shared = dr.expected_latency(algorithm, c=0.2, a=0.6, lookahead=3, n_tokens=15,
                                      contention=contention)
         assert shared == pytest.approx(float(plain), rel=1e-12)
 
@@ -92,7 +92,8 @@ def test_bad_tables_are_refused(target: object, drafter: object, match: str) -> 
 
 def test_contention_needs_the_event_model_for_dsi() -> None:
     with pytest.raises(dr.InvalidParameterError, match="model='event'"):
-        dr.expected_latency("dsi", c=0.2, a=0.5, k=2, n_tokens=5, contention=C((1.0, 2.0)))
+        dr.expected_latency("dsi", c=0.2, a=0.5, lookahead=2, n_tokens=5,
+                            contention=C((1.0, 2.0)))
     with pytest.raises(dr.InvalidParameterError, match="must be a Contention"):
-        dr.expected_latency("dsi", c=0.2, a=0.5, k=2, n_tokens=5, model="event", sp_degree=2,
-                            contention=(1.0, 2.0))  # type: ignore[arg-type]
+        dr.expected_latency("dsi", c=0.2, a=0.5, lookahead=2, n_tokens=5, model="event",
+                            sp_degree=2, contention=(1.0, 2.0))  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ def event_params(draw: st.DrawFn, max_n: int = 8) -> SimParams:
     """Small event-model configurations: any c (including drafters slower than the target),
     any SP (including too few servers), prefill or not, both queue orders."""
     return SimParams("dsi", c=draw(costs), a=draw(st.fractions(F(0), F(1)).map(
-        lambda x: x.limit_denominator(10))), k=draw(st.integers(1, 4)),
+        lambda x: x.limit_denominator(10))), lookahead=draw(st.integers(1, 4)),
         n_tokens=draw(st.integers(1, max_n)), model="event", sp_degree=draw(st.integers(1, 5)),
         queue=draw(st.sampled_from(["fifo", "lifo"])), target_first=draw(prefills),
         drafter_first=draw(prefills))
@@ -43,7 +43,8 @@ def test_spines_from_one_run_equal_spines_run_from_scratch_for_every_budget(
 
 @given(p=event_params(max_n=10))
 def test_event_grid_floats_equal_the_exact_fractions(p: SimParams) -> None:
-    exact = dr.expected_latency("dsi", c=p.c, a=p.a, k=p.k, n_tokens=p.n_tokens, model="event",
+    exact = dr.expected_latency("dsi", c=p.c, a=p.a, lookahead=p.lookahead,
+                                n_tokens=p.n_tokens, model="event",
                                 sp_degree=p.sp_degree, queue=p.queue,
                                 target_first=p.target_first, drafter_first=p.drafter_first)
     grid = dsi_event_grid(p, np.array([float(p.a)]))[0]
@@ -54,10 +55,11 @@ def test_event_grid_floats_equal_the_exact_fractions(p: SimParams) -> None:
 def test_event_dsi_is_never_slower_than_nonsi_in_expectation(p: SimParams) -> None:
     """The frontier task bounds every gap between commits by one target forward (with a target
     prefill, the first gap by ``target_first``)."""
-    exact = dr.expected_latency("dsi", c=p.c, a=p.a, k=p.k, n_tokens=p.n_tokens, model="event",
+    exact = dr.expected_latency("dsi", c=p.c, a=p.a, lookahead=p.lookahead,
+                                n_tokens=p.n_tokens, model="event",
                                 sp_degree=p.sp_degree, queue=p.queue,
                                 target_first=p.target_first, drafter_first=p.drafter_first)
-    nonsi = dr.expected_latency("nonsi", c=p.c, a=p.a, k=None, n_tokens=p.n_tokens,
+    nonsi = dr.expected_latency("nonsi", c=p.c, a=p.a, lookahead=None, n_tokens=p.n_tokens,
                                 target_first=p.target_first)
     assert exact <= nonsi
 
@@ -77,7 +79,7 @@ def test_one_server_makes_dsi_exactly_as_slow_as_nonsi() -> None:
     """With SP = 1 the frontier task always goes first on the only server: one commit per
     target forward, whatever the drafter (the regime where DSI gains nothing)."""
     for c, a, k in [(F(1, 10), F(9, 10), 3), (F(1, 2), F(1, 2), 1), (F(1, 20), F(99, 100), 8)]:
-        assert dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=15, model="event",
+        assert dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=15, model="event",
                                    sp_degree=1) == 15
 
 
@@ -85,7 +87,7 @@ def test_event_dsi_can_be_slower_than_si_with_too_few_servers() -> None:
     """c = 1/10, a = 9/10, k = 2, SP = 2: one verification server for a task every 0.2 target
     forwards; tasks queue and DSI loses to SI (a counterexample to 'faster than SI' without
     enough servers)."""
-    kw = {"c": F(1, 10), "a": F(9, 10), "k": 2, "n_tokens": 12}
+    kw = {"c": F(1, 10), "a": F(9, 10), "lookahead": 2, "n_tokens": 12}
     assert dr.expected_latency("dsi", model="event", sp_degree=2, **kw) > \
         dr.expected_latency("si", **kw)  # type: ignore[arg-type]
     assert dr.expected_latency("dsi", model="event", sp_degree=7, **kw) < \
@@ -98,14 +100,15 @@ def test_monte_carlo_means_agree_with_the_exact_event_expectation() -> None:
     (3 000 runs) must lie within 4.5 standard errors of the exact mean: false-alarm rate
     < 1e-5 each (normal approximation); power: a bias of 3 % of the mean is > 10 standard
     errors for both samples, detected with probability > 0.99."""
-    p = SimParams("dsi", c=F(1, 10), a=F(4, 5), k=3, n_tokens=60, model="event", sp_degree=3,
-                  target_first=F(3, 2), drafter_first=F(1, 2))
-    exact = float(dr.expected_latency("dsi", c=p.c, a=p.a, k=p.k, n_tokens=p.n_tokens,
-                                      model="event", sp_degree=3, target_first=p.target_first,
-                                      drafter_first=p.drafter_first))
-    vectorised = dr.simulate_latency("dsi", c=p.c, a=p.a, k=p.k, n_tokens=p.n_tokens,
-                                     model="event", sp_degree=3, target_first=p.target_first,
-                                     drafter_first=p.drafter_first, n_repeats=20_000, seed=11)
+    p = SimParams("dsi", c=F(1, 10), a=F(4, 5), lookahead=3, n_tokens=60, model="event",
+                  sp_degree=3, target_first=F(3, 2), drafter_first=F(1, 2))
+    exact = float(dr.expected_latency("dsi", c=p.c, a=p.a, lookahead=p.lookahead,
+                                      n_tokens=p.n_tokens, model="event", sp_degree=3,
+                                      target_first=p.target_first, drafter_first=p.drafter_first))
+    vectorised = dr.simulate_latency("dsi", c=p.c, a=p.a, lookahead=p.lookahead,
+                                     n_tokens=p.n_tokens, model="event", sp_degree=3,
+                                     target_first=p.target_first, drafter_first=p.drafter_first,
+                                     n_repeats=20_000, seed=11)
     rng = np.random.default_rng(12)
     direct = np.array([float(event_run(p, rng)[-1].time) for _ in range(3_000)])
     for sample in (vectorised, direct):
@@ -116,4 +119,4 @@ def test_monte_carlo_means_agree_with_the_exact_event_expectation() -> None:
 
 def test_event_model_requires_a_server_count() -> None:
     with pytest.raises(dr.InvalidParameterError, match="sp_degree"):
-        dr.expected_latency("dsi", c=F(1, 10), a=F(1, 2), k=2, n_tokens=3, model="event")
+        dr.expected_latency("dsi", c=F(1, 10), a=F(1, 2), lookahead=2, n_tokens=3, model="event")

@@ -30,11 +30,11 @@ def test_grid_axes_are_the_official_linspace_with_its_clipping() -> None:
 def test_grid_cells_equal_the_scalar_exact_expectations() -> None:
     h = compute_heatmap(HeatmapSpec(ndim=4, n_tokens=40, sp_degree=3))
     for i, j, kk in [(0, 0, 3), (2, 1, 1), (4, 4, 2), (1, 3, 3)]:
-        c, a, k = h.c[i], h.a[j], h.k[kk]
-        si = dr.expected_latency("si", c=c, a=a, k=k, n_tokens=40)
+        c, a, k = h.c[i], h.a[j], h.lookaheads[kk]
+        si = dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=40)
         assert h.si[i, j, kk] == pytest.approx(float(si), rel=1e-12)
         if dr.sim.required_servers(c, k) <= 3:
-            dsi = dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=40)
+            dsi = dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=40)
             assert h.dsi[i, j, kk] == pytest.approx(float(dsi), rel=1e-12)
         else:
             assert np.isnan(h.dsi[i, j, kk])
@@ -51,20 +51,20 @@ def test_paper_heatmap_reproduces_the_papers_qualitative_findings() -> None:
         assert panels[name]["min"] > 1 - 1e-9
 
 
-def test_fair_si_lookaheads_expose_cells_where_paper_dsi_loses_to_si() -> None:
+def test_fair_si_lookahead_set_exposes_cells_where_paper_dsi_loses_to_si() -> None:
     """With SI at its own best k, the server check that restricts DSI's k at c = 0.01 costs
     DSI the cells the official run hides (the quirk flatters DSI)."""
-    summary = summarize(compute_heatmap(HeatmapSpec(si_lookaheads="fair")))
+    summary = summarize(compute_heatmap(HeatmapSpec(si_lookahead_set="fair")))
     below = summary["panels"]["dsi_vs_si"]["below_1"]
     assert below and all(c == pytest.approx(0.01) for c, _, _ in below)
 
 
 def test_event_heatmap_best_cells_are_minima_of_exact_event_expectations() -> None:
     h = compute_heatmap(HeatmapSpec(ndim=3, n_tokens=12, sp_degree=2, model="event",
-                                    si_lookaheads="fair"))
+                                    si_lookahead_set="fair"))
     for i, j in [(0, 0), (1, 2), (3, 3)]:
-        values = [float(dr.expected_latency("dsi", c=h.c[i], a=h.a[j], k=k, n_tokens=12,
-                                            model="event", sp_degree=2)) for k in h.k]
+        values = [float(dr.expected_latency("dsi", c=h.c[i], a=h.a[j], lookahead=k, n_tokens=12,
+                                            model="event", sp_degree=2)) for k in h.lookaheads]
         assert h.best["dsi"][i, j] == pytest.approx(min(values), rel=1e-12)
 
 
@@ -108,8 +108,8 @@ def test_full_paper_heatmap_takes_at_most_five_seconds() -> None:
 def test_bad_heatmap_spec_raises_named_errors() -> None:
     with pytest.raises(dr.InvalidParameterError, match="ndim"):
         HeatmapSpec(ndim=0)
-    with pytest.raises(dr.InvalidParameterError, match="si_lookaheads"):
-        HeatmapSpec(si_lookaheads="best")  # type: ignore[arg-type]
+    with pytest.raises(dr.InvalidParameterError, match="si_lookahead_set"):
+        HeatmapSpec(si_lookahead_set="best")  # type: ignore[arg-type]
     with pytest.raises(dr.InvalidParameterError, match="model"):
         HeatmapSpec(model="exact")  # type: ignore[arg-type]
     assert F(1, 100) in grid_axes(HeatmapSpec(ndim=2))[0]
@@ -118,4 +118,4 @@ def test_bad_heatmap_spec_raises_named_errors() -> None:
 def test_paper_heatmap_with_one_server_keeps_only_lookaheads_with_k_c_at_least_one() -> None:
     h = compute_heatmap(HeatmapSpec(ndim=4, n_tokens=10, sp_degree=1))
     allowed = ~np.isnan(h.dsi[:, 0, :])
-    assert allowed.tolist() == [[k * c >= 1 for k in h.k] for c in h.c]
+    assert allowed.tolist() == [[k * c >= 1 for k in h.lookaheads] for c in h.c]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from fractions import Fraction as F
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,7 +117,7 @@ def test_exact_mean_agrees_with_the_official_loop_and_the_vectorised_simulation(
     loop = official_si if algorithm == "si" else official_dsi
     draws = iter(np.minimum(rng.geometric(1 - a, size=4_000 * n) - 1, k).tolist())
     per_run = np.array([loop(c, k, n, lambda: next(draws)) for _ in range(4_000)])
-    vectorised = dr.simulate_latency(algorithm, c=c, a=a, k=k, n_tokens=n,  # type: ignore[arg-type]
+    vectorised = dr.simulate_latency(algorithm, c=c, a=a, lookahead=k, n_tokens=n,  # type: ignore[arg-type]
                                      n_repeats=40_000, seed=7)
     for sample in (per_run, vectorised):
         se = sample.std(ddof=1) / np.sqrt(sample.size)
@@ -137,49 +138,70 @@ def test_grid_floats_equal_the_exact_fractions(c: F, a: F, k: int, n: int) -> No
        k=st.integers(1, 8), n=st.integers(1, 40))
 def test_paper_dsi_is_never_slower_than_si_at_the_same_lookahead_nor_than_nonsi(
         c: F, a: F, k: int, n: int) -> None:
-    dsi = dr.expected_latency("dsi", c=c, a=a, k=k, n_tokens=n)
-    assert dsi <= dr.expected_latency("si", c=c, a=a, k=k, n_tokens=n)
-    assert dsi <= dr.expected_latency("nonsi", c=c, a=a, k=None, n_tokens=n) == n
+    dsi = dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n)
+    assert dsi <= dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n)
+    assert dsi <= dr.expected_latency("nonsi", c=c, a=a, lookahead=None, n_tokens=n) == n
 
 
 def test_rational_inputs_give_fractions_and_float_inputs_give_floats() -> None:
-    exact = dr.expected_latency("dsi", c=F(1, 10), a=F(1, 2), k=2, n_tokens=5)
-    approx = dr.expected_latency("dsi", c=0.1, a=0.5, k=2, n_tokens=5)
+    exact = dr.expected_latency("dsi", c=F(1, 10), a=F(1, 2), lookahead=2, n_tokens=5)
+    approx = dr.expected_latency("dsi", c=0.1, a=0.5, lookahead=2, n_tokens=5)
     assert isinstance(exact, F) and isinstance(approx, float)
     assert approx == pytest.approx(float(exact), rel=1e-12)
 
 
 def test_prefill_adds_ttft_once_to_each_model_on_the_critical_path() -> None:
-    base = dr.expected_latency("si", c=F(1, 10), a=F(1, 2), k=2, n_tokens=6)
-    with_prefill = dr.expected_latency("si", c=F(1, 10), a=F(1, 2), k=2, n_tokens=6,
+    base = dr.expected_latency("si", c=F(1, 10), a=F(1, 2), lookahead=2, n_tokens=6)
+    with_prefill = dr.expected_latency("si", c=F(1, 10), a=F(1, 2), lookahead=2, n_tokens=6,
                                        target_first=F(9, 5), drafter_first=F(1, 2))
     assert with_prefill - base == (F(9, 5) - 1) + (F(1, 2) - F(1, 10))
-    assert dr.expected_latency("nonsi", c=F(1, 10), a=F(1, 2), k=None, n_tokens=6,
+    assert dr.expected_latency("nonsi", c=F(1, 10), a=F(1, 2), lookahead=None, n_tokens=6,
                                target_first=F(9, 5)) == 6 + F(4, 5)
 
 
 def test_the_paper_models_server_check_raises_a_named_error_like_the_official_config() -> None:
     # ceil(1/(k c)) = ceil(1/(3 * 1/20)) = 7 servers needed
-    assert dr.expected_latency("dsi", c=F(1, 20), a=F(1, 2), k=3, n_tokens=5, sp_degree=7) \
-        == dr.expected_latency("dsi", c=F(1, 20), a=F(1, 2), k=3, n_tokens=5)
+    assert dr.expected_latency("dsi", c=F(1, 20), a=F(1, 2), lookahead=3, n_tokens=5, sp_degree=7) \
+        == dr.expected_latency("dsi", c=F(1, 20), a=F(1, 2), lookahead=3, n_tokens=5)
     with pytest.raises(dr.InsufficientServersError, match="ceil"):
-        dr.expected_latency("dsi", c=F(1, 20), a=F(1, 2), k=3, n_tokens=5, sp_degree=6)
+        dr.expected_latency("dsi", c=F(1, 20), a=F(1, 2), lookahead=3, n_tokens=5, sp_degree=6)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"c": 0}, "c must be"), ({"c": float("nan")}, "c must be"), ({"a": F(3, 2)}, "acceptance"),
-    ({"k": 0}, "lookahead"), ({"k": None}, "needs a lookahead"), ({"n_tokens": 0}, "n_tokens"),
+    ({"lookahead": 0}, "lookahead"), ({"lookahead": None}, "needs a lookahead"),
+    ({"n_tokens": 0}, "n_tokens"),
     ({"model": "exact"}, "model"), ({"sp_degree": 0}, "sp_degree"),
 ])
 def test_bad_parameters_raise_named_errors(kwargs: dict[str, object], match: str) -> None:
-    args: dict[str, object] = {"c": F(1, 10), "a": F(1, 2), "k": 2, "n_tokens": 4} | kwargs
+    args: dict[str, object] = {"c": F(1, 10), "a": F(1, 2), "lookahead": 2, "n_tokens": 4} | kwargs
     with pytest.raises(dr.InvalidParameterError, match=match):
         dr.expected_latency("dsi", **args)  # type: ignore[arg-type]
 
 
 def test_simulate_latency_is_reproducible_from_its_seed() -> None:
-    kw = {"c": 0.2, "a": 0.7, "k": 3, "n_tokens": 50, "n_repeats": 100}
+    kw = {"c": 0.2, "a": 0.7, "lookahead": 3, "n_tokens": 50, "n_repeats": 100}
     one = dr.simulate_latency("dsi", seed=3, **kw)  # type: ignore[arg-type]
     two = dr.simulate_latency("dsi", seed=np.random.default_rng(3), **kw)  # type: ignore[arg-type]
     assert np.array_equal(one, two)
     assert not np.array_equal(one, dr.simulate_latency("dsi", seed=4, **kw))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("algorithm", ["nonsi", "si", "dsi"])
+def test_k_is_a_working_alias_of_lookahead_in_the_public_functions(algorithm: str) -> None:
+    """``k=`` (the paper's letter, the name before the rename) still works and means exactly
+    ``lookahead=``; both at once is an error, whatever their values."""
+    kw: dict[str, Any] = {"c": F(1, 10), "a": F(3, 5), "n_tokens": 9}
+    if algorithm == "dsi":
+        kw |= {"model": "event", "sp_degree": 2}
+    by_name = dr.expected_latency(algorithm, lookahead=3, **kw)
+    assert dr.expected_latency(algorithm, k=3, **kw) == by_name
+    if algorithm != "nonsi":   # the lookahead matters, so the alias is not silently ignored
+        assert dr.expected_latency(algorithm, k=1, **kw) != by_name
+    runs = [dr.simulate_latency(algorithm, n_repeats=5, seed=4, **kw, **{name: 3})
+            for name in ("lookahead", "k")]
+    assert runs[0].tolist() == runs[1].tolist()
+    with pytest.raises(dr.InvalidParameterError, match="lookahead once"):
+        dr.expected_latency(algorithm, lookahead=3, k=3, **kw)
+    with pytest.raises(dr.InvalidParameterError, match="lookahead once"):
+        dr.simulate_latency(algorithm, lookahead=3, k=3, n_repeats=5, seed=4, **kw)

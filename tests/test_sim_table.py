@@ -27,9 +27,9 @@ def test_row_latencies_are_exact_expectations_scaled_by_the_target_tpot() -> Non
               "drafter_first": u["drafter_first"]}
     assert result.nonsi_ms == pytest.approx(180.3 + 14 * 100.2, rel=1e-12)
     assert result.si_ms[5] == pytest.approx(
-        tpot * float(dr.expected_latency("si", k=5, **common)), rel=1e-12)  # type: ignore[arg-type]
+        tpot * float(dr.expected_latency("si", lookahead=5, **common)), rel=1e-12)  # type: ignore[arg-type]
     assert result.dsi_ms[(2, 7)] == pytest.approx(tpot * float(dr.expected_latency(
-        "dsi", k=2, model="event", sp_degree=7, **common)), rel=1e-12)  # type: ignore[arg-type]
+        "dsi", lookahead=2, model="event", sp_degree=7, **common)), rel=1e-12)  # type: ignore[arg-type]
     # more servers never hurt in this row; the best-vs-best speedup is reported per SP
     assert result.speedup("si", 2, 7) >= result.speedup("si", 2, 2)
     best = result.best(7)

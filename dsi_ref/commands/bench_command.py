@@ -11,9 +11,8 @@ more measured inputs: how concurrent forwards slow each other down on one device
 (`measure_concurrency` → ``contention=``), and the cost ``v`` of a verification forward over
 ``k + 1`` tokens in TPOTs (`measure_verify_cost` → ``verify_cost=``).
 
-The prediction uses `dsi_ref.expected_latency` when the core provides it (paper model, and the
-event model with the same ``sp_degree``); otherwise `paper_model_per_token`, docs/paper.md's renewal
-formulas (N → ∞), computed here.
+Every prediction is the simulator's (`dsi_ref.expected_latency`, paper and event models) and the
+SP requirement is `dsi_ref.sim.required_servers`: this command computes no closed form of its own.
 """
 
 from __future__ import annotations
@@ -21,69 +20,41 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import statistics
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..sim.params import Algorithm, Contention
 
-__all__ = ["install", "paper_model_per_token", "predictions"]
+__all__ = ["install", "predictions"]
 
 
-def paper_model_per_token(c: float, a: float, k: int) -> dict[str, float]:
-    """Expected time per token (target forward = 1) of non-SI, SI and DSI in docs/paper.md's renewal
-    limit: non-SI 1; SI ``(k c + 1)(1 − a)/(1 − a^(k+1))``; DSI (paper model, unlimited servers)
-    ``(1 − a) E[min((M + 1) k c + 1, M k + A + 1)]`` with ``P(M = m) = (1 − a^k) a^(k m)`` and
-    ``P(A = j) = a^j (1 − a)/(1 − a^k)``, ``j < k``.
+def predictions(c: float, a: float, lookahead: int, n_tokens: int,
+                sp_degree: int) -> dict[str, Any]:
+    """Predicted latencies (target forwards) of non-SI, SI and DSI for the measured ``c``, ``a``
+    at lookahead ``k`` = ``lookahead``: the paper model (unlimited servers) for all three, and
+    the event model with ``SP`` = ``sp_degree`` servers for DSI (``dsi_event``, or
+    ``dsi_event_error`` when it cannot be computed).
 
-    >>> round(paper_model_per_token(0.1, 0.5, 2)["si"], 6)
-    0.857143
+    >>> round(predictions(0.1, 0.5, 2, 4, 2)["si"], 6)
+    2.975
     """
-    if not (c > 0 and 0 < a < 1 and k >= 1):
-        raise ValueError(f"need c > 0, 0 < a < 1 and k >= 1, got c={c}, a={a}, k={k}")
-    si = (k * c + 1) * (1 - a) / (1 - a ** (k + 1))
-    window_ok = a ** k
-    expected_min, m = 0.0, 0
-    while True:
-        p_m = (1 - window_ok) * window_ok ** m
-        for j in range(k):
-            p_j = a ** j * (1 - a) / (1 - window_ok)
-            expected_min += p_m * p_j * min((m + 1) * k * c + 1, m * k + j + 1)
-        m += 1
-        if p_m < 1e-15 or m > 100_000:
-            break
-    return {"nonsi": 1.0, "si": si, "dsi": (1 - a) * expected_min}
+    from ..sim import expected_latency
 
-
-def predictions(c: float, a: float, k: int, n_tokens: int, sp_degree: int) -> dict[str, Any]:
-    """Predicted latencies (target forwards) of non-SI, SI and DSI for the measured ``c``, ``a``.
-
-    ``source`` says which simulator was used: the core's ``expected_latency`` (paper and event
-    models) when present, else this module's renewal formulas (per token × ``n_tokens``).
-    """
-    import dsi_ref
-
-    expected: Callable[..., float] | None = getattr(dsi_ref, "expected_latency", None)
-    if expected is not None:
-        out: dict[str, Any] = {"source": "dsi_ref.expected_latency (paper model; event model "
-                               f"with sp_degree={sp_degree})"}
-        for algorithm in ("nonsi", "si", "dsi"):
-            out[algorithm] = float(expected(algorithm, c=c, a=a, k=k, n_tokens=n_tokens,
-                                            model="paper"))   # unlimited servers
-        try:
-            out["dsi_event"] = float(expected("dsi", c=c, a=a, k=k, n_tokens=n_tokens,
-                                              model="event", sp_degree=sp_degree))
-        except Exception as error:
-            out["dsi_event_error"] = str(error)
-        return out
-    per_token = paper_model_per_token(c, a, k)
-    return {"source": "docs/paper.md renewal formulas (bench.paper_model_per_token; "
-                      "dsi_ref.expected_latency not available)",
-            **{name: value * n_tokens for name, value in per_token.items()}}
+    out: dict[str, Any] = {"source": "dsi_ref.expected_latency (paper model; event model "
+                           f"with sp_degree={sp_degree})"}
+    for algorithm in ("nonsi", "si", "dsi"):
+        out[algorithm] = float(expected_latency(algorithm, c=c, a=a, lookahead=lookahead,
+                                                n_tokens=n_tokens, model="paper"))
+    try:
+        out["dsi_event"] = float(expected_latency("dsi", c=c, a=a, lookahead=lookahead,
+                                                  n_tokens=n_tokens, model="event",
+                                                  sp_degree=sp_degree))
+    except Exception as error:
+        out["dsi_event_error"] = str(error)
+    return out
 
 
 def _csv_ints(text: str) -> list[int]:
@@ -180,10 +151,12 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
 
     verify_costs: dict[int, float] = {}
     if args.contention_forwards:
-        verify_costs = measure_verify_cost(target, prompts[0], [k + 1 for k in args.lookahead],
+        verify_costs = measure_verify_cost(target, prompts[0],
+                                           [lookahead + 1 for lookahead in args.lookahead],
                                            forwards=args.contention_forwards)
         print("measured: a verification forward (k + 1 tokens) costs "
-              + ", ".join(f"v = {verify_costs[k + 1]:.3f} (k = {k})" for k in args.lookahead)
+              + ", ".join(f"v = {verify_costs[lookahead + 1]:.3f} (k = {lookahead})"
+                          for lookahead in args.lookahead)
               + " one-token forwards", flush=True)
 
     if args.table_row:   # the measured inputs, in the format of `dsi-ref table --rows`
@@ -197,15 +170,17 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
     results: list[dict[str, Any]] = []
     contention = probe.contention() if probe is not None else None
     warm = prompts[0]
-    for k in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
+    for lookahead in args.lookahead:     # warm-up: graphs of every session, allocator, clocks
         engine.autoregressive(warm, 8, Sampler(0), greedy=args.verify == "greedy")
-        engine.speculative(warm, 8, Sampler(0), lookahead=k, verify=args.verify)
-        for sp in args.sp_degree:
-            engine.dsi(warm, 8, Sampler(0), lookahead=k, sp_degree=sp, verify=args.verify)
-    for k in args.lookahead:
-        for sp in args.sp_degree:
-            results.append(_run_config(engine, prompts, args, k, sp, pair.target_tpot_ms,
-                                       pair.c, a, contention, verify_costs.get(k + 1)))
+        engine.speculative(warm, 8, Sampler(0), lookahead=lookahead, verify=args.verify)
+        for sp_degree in args.sp_degree:
+            engine.dsi(warm, 8, Sampler(0), lookahead=lookahead, sp_degree=sp_degree,
+                       verify=args.verify)
+    for lookahead in args.lookahead:
+        for sp_degree in args.sp_degree:
+            results.append(_run_config(engine, prompts, args, lookahead, sp_degree,
+                                       pair.target_tpot_ms, pair.c, a, contention,
+                                       verify_costs.get(lookahead + 1)))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
@@ -223,11 +198,11 @@ def _millions(lm: Any) -> str:
     return f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.0f}"
 
 
-def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace, k: int,
-                sp: int, tpot_ms: float, c: float, a: float,
+def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace,
+                lookahead: int, sp_degree: int, tpot_ms: float, c: float, a: float,
                 contention: Contention | None, verify_cost: float | None) -> dict[str, Any]:
     from ..base.randomness import Sampler
-    from ..sim import expected_latency
+    from ..sim import expected_latency, required_servers
 
     times: dict[str, list[float]] = {"nonsi": [], "si": [], "dsi": []}
     tokens: dict[str, int] = dict.fromkeys(times, 0)
@@ -238,10 +213,10 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
         seed = args.seed + i
         runs = {"nonsi": engine.autoregressive(prompt, args.new_tokens, Sampler(seed),
                                                greedy=greedy),
-                "si": engine.speculative(prompt, args.new_tokens, Sampler(seed), lookahead=k,
-                                         verify=args.verify),
-                "dsi": engine.dsi(prompt, args.new_tokens, Sampler(seed), lookahead=k,
-                                  sp_degree=sp, verify=args.verify)}
+                "si": engine.speculative(prompt, args.new_tokens, Sampler(seed),
+                                         lookahead=lookahead, verify=args.verify),
+                "dsi": engine.dsi(prompt, args.new_tokens, Sampler(seed), lookahead=lookahead,
+                                  sp_degree=sp_degree, verify=args.verify)}
         for name, run in runs.items():
             times[name].append(float(run.time))
             tokens[name] += len(run.tokens)
@@ -250,7 +225,7 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
         forward_us["target"].append(dsi_stats["target_forward_us"])
         forward_us["drafter"].append(dsi_stats["drafter_forward_us"])
     per_token = {n: 1e3 * sum(times[n]) / tokens[n] for n in times}       # ms per token
-    predicted = predictions(c, a, k, args.new_tokens, sp)
+    predicted = predictions(c, a, lookahead, args.new_tokens, sp_degree)
     measured_speedup = {"dsi/si": per_token["si"] / per_token["dsi"],
                         "dsi/nonsi": per_token["nonsi"] / per_token["dsi"],
                         "si/nonsi": per_token["nonsi"] / per_token["si"]}
@@ -260,8 +235,8 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
     if "dsi_event" in predicted:
         predicted_speedup["dsi_event/si"] = predicted["si"] / predicted["dsi_event"]
         predicted_speedup["dsi_event/nonsi"] = predicted["nonsi"] / predicted["dsi_event"]
-    required = math.ceil(1 / (k * c))
-    print(f"\nlookahead {k}, sp_degree {sp} (paper model needs SP >= {required})")
+    required = required_servers(c, lookahead)
+    print(f"\nlookahead {lookahead}, sp_degree {sp_degree} (paper model needs SP >= {required})")
     print(f"  ms/token measured: non-SI {per_token['nonsi']:.3f}, SI {per_token['si']:.3f}, "
           f"DSI {per_token['dsi']:.3f}; predicted (x target TPOT {tpot_ms:.3f} ms): "
           + ", ".join(f"{n} {predicted[n] / args.new_tokens * tpot_ms:.3f}"
@@ -272,11 +247,12 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
               f"measured/predicted {value / pred:5.3f}")
     for name in ("dsi_event/si", "dsi_event/nonsi"):
         if name in predicted_speedup:
-            print(f"  {name:16s} predicted (event model, SP={sp}) {predicted_speedup[name]:.3f}x")
+            print(f"  {name:16s} predicted (event model, SP={sp_degree}) "
+                  f"{predicted_speedup[name]:.3f}x")
     # the same prediction with the forward times DSI's own runs saw (servers sharing one GPU)
     contended_target_ms = statistics.fmean(forward_us["target"]) / 1e3
     contended_c = statistics.fmean(forward_us["drafter"]) / 1e3 / contended_target_ms
-    contended = predictions(contended_c, a, k, args.new_tokens, sp)
+    contended = predictions(contended_c, a, lookahead, args.new_tokens, sp_degree)
     contended_ms = contended.get("dsi_event", contended["dsi"]) / args.new_tokens \
         * contended_target_ms
     print(f"  during DSI: target forward {contended_target_ms:.3f} ms (alone {tpot_ms:.3f}), "
@@ -285,8 +261,9 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
           f"{per_token['dsi'] / contended_ms:.3f} (time ratio)")
     shared: dict[str, float] | None = None
     if contention is not None:   # predicted from the standalone probe, not from the DSI runs
-        shared_ms = float(expected_latency("dsi", c=c, a=a, k=k, n_tokens=args.new_tokens,
-                                           model="event", sp_degree=sp, contention=contention)
+        shared_ms = float(expected_latency("dsi", c=c, a=a, lookahead=lookahead,
+                                           n_tokens=args.new_tokens, model="event",
+                                           sp_degree=sp_degree, contention=contention)
                           ) / args.new_tokens * tpot_ms
         si_ms = predicted["si"] / args.new_tokens * tpot_ms
         shared = {"predicted_ms_per_token": shared_ms,
@@ -300,10 +277,10 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
               f"(measured/predicted {shared['measured/predicted dsi/si']:.3f}), dsi/nonsi "
               f"{shared['dsi/nonsi']:.3f}x ({shared['measured/predicted dsi/nonsi']:.3f})")
     verify = None if verify_cost is None else _with_verify_cost(
-        verify_cost, c, a, k, args.new_tokens, sp, tpot_ms, contention, per_token)
+        verify_cost, c, a, lookahead, args.new_tokens, sp_degree, tpot_ms, contention, per_token)
     print(f"  DSI orchestration overhead: {statistics.fmean(overhead_us):.1f} us/event "
           f"(committer thread time outside drafter forwards and waits)", flush=True)
-    return {"lookahead": k, "sp_degree": sp, "ms_per_token": per_token,
+    return {"lookahead": lookahead, "sp_degree": sp_degree, "ms_per_token": per_token,
             "times_s": times, "measured_speedup": measured_speedup,
             "predicted": predicted, "predicted_speedup": predicted_speedup,
             "orchestration_us_per_event": statistics.fmean(overhead_us),
@@ -313,8 +290,8 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
             "shared_device": shared, "verify_cost": verify}
 
 
-def _with_verify_cost(v: float, c: float, a: float, k: int, n: int, sp: int, tpot_ms: float,
-                      contention: Contention | None,
+def _with_verify_cost(v: float, c: float, a: float, lookahead: int, n: int, sp_degree: int,
+                      tpot_ms: float, contention: Contention | None,
                       per_token: dict[str, float]) -> dict[str, Any]:
     """The predictions again with a verification forward costing ``v`` TPOTs (SI's verifications
     and DSI's verification tasks; non-SI and DSI's frontier tasks stay at one TPOT), on one
@@ -322,13 +299,13 @@ def _with_verify_cost(v: float, c: float, a: float, k: int, n: int, sp: int, tpo
     from ..sim import expected_latency
 
     def ms(algorithm: Algorithm, **extra: Any) -> float:
-        return float(expected_latency(algorithm, c=c, a=a, k=k, n_tokens=n, verify_cost=v,
-                                      **extra)) / n * tpot_ms
+        return float(expected_latency(algorithm, c=c, a=a, lookahead=lookahead, n_tokens=n,
+                                      verify_cost=v, **extra)) / n * tpot_ms
 
     predicted = {"nonsi": tpot_ms, "si": ms("si"),
-                 "dsi_independent": ms("dsi", model="event", sp_degree=sp)}
+                 "dsi_independent": ms("dsi", model="event", sp_degree=sp_degree)}
     predicted["dsi"] = predicted["dsi_independent"] if contention is None else \
-        ms("dsi", model="event", sp_degree=sp, contention=contention)
+        ms("dsi", model="event", sp_degree=sp_degree, contention=contention)
     out: dict[str, Any] = {"v": v, "setting": "independent servers" if contention is None
                            else "one shared device", "predicted_ms_per_token": predicted}
     for pair in ("dsi/si", "dsi/nonsi", "si/nonsi"):

@@ -57,15 +57,15 @@ def sp_sweep_rows(summaries: list[dict[str, Any]],
 def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     n_tokens = args.n_tokens or (1000 if args.model == "paper" else 200)
-    lookaheads: Literal["quirks", "fair"] = "fair" if args.fair else "quirks" \
-        if args.paper_quirks else ("quirks" if args.model == "paper" else "fair")
+    lookahead_set: Literal["quirks", "fair"] = args.si_lookahead_set or (
+        "quirks" if args.model == "paper" else "fair")
     summaries = []
-    for sp in args.sp_degree:
-        spec = HeatmapSpec(ndim=args.ndim, n_tokens=n_tokens, sp_degree=sp, model=args.model,
-                           si_lookaheads=lookaheads)
+    for sp_degree in args.sp_degree:
+        spec = HeatmapSpec(ndim=args.ndim, n_tokens=n_tokens, sp_degree=sp_degree,
+                           model=args.model, si_lookahead_set=lookahead_set)
         start = time.perf_counter()
         heatmap = compute_heatmap(spec, jobs=args.jobs,
-                                  progress=_bar(not args.no_progress, f"SP={sp}"))
+                                  progress=_bar(not args.no_progress, f"SP={sp_degree}"))
         seconds = time.perf_counter() - start
         paths = write_outputs(heatmap, out)
         summary = summarize(heatmap)
@@ -95,10 +95,10 @@ def _run(args: argparse.Namespace) -> int:
         print("  wrote " + ", ".join(str(p) for p in paths.values()))
     if args.model == "event" and len(args.sp_degree) > 1:
         reference = HeatmapSpec(ndim=args.ndim, n_tokens=n_tokens, sp_degree=7, model="paper",
-                                si_lookaheads=lookaheads)
+                                si_lookahead_set=lookahead_set)
         paper = summarize(compute_heatmap(reference))
         rows = sp_sweep_rows(summaries, paper)
-        label = f"event_sweep_{lookaheads}_ndim{args.ndim}_n{n_tokens}"
+        label = f"event_sweep_{lookahead_set}_ndim{args.ndim}_n{n_tokens}"
         with (out / f"heatmap_{label}.csv").open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
             writer.writeheader()
@@ -138,12 +138,16 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="target servers (default 7); several values run a sweep")
     p.add_argument("--jobs", type=positive_int, default=1, help="processes for the event model")
     p.add_argument("--out", default="heatmap-out", help="output folder (default heatmap-out)")
-    quirks = p.add_mutually_exclusive_group()
-    quirks.add_argument("--paper-quirks", action="store_true",
-                        help="restrict SI's lookaheads by the paper's server check, as the "
-                        "official run does (default for the paper model)")
-    quirks.add_argument("--fair", action="store_true",
-                        help="SI at its own best lookahead (default for the event model)")
+    lookahead_set = p.add_mutually_exclusive_group()
+    lookahead_set.add_argument(
+        "--si-lookahead-set", choices=("quirks", "fair"), default=None,
+        help="the policy for SI's set of lookaheads: quirks = restricted by the paper's server "
+        "check, as the official run does (default for the paper model); fair = SI at its own "
+        "best lookahead (default for the event model)")
+    lookahead_set.add_argument("--paper-quirks", dest="si_lookahead_set", action="store_const",
+                               const="quirks", help="short for --si-lookahead-set quirks")
+    lookahead_set.add_argument("--fair", dest="si_lookahead_set", action="store_const",
+                               const="fair", help="short for --si-lookahead-set fair")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)

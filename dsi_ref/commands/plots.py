@@ -65,7 +65,7 @@ def plot_heatmap(heatmap: Heatmap, path: Path, *, vmax: float = 3.0) -> Path:
         ax.set_ylabel("acceptance rate a")
     fig.colorbar(mesh, ax=axes, shrink=0.6, label="speedup (x); pink: < 1")
     fig.suptitle(f"{spec.model} model, SP = {spec.sp_degree}, N = {spec.n_tokens}, "
-                 f"k = 1..{spec.ndim}, SI lookaheads: {spec.si_lookaheads}")
+                 f"k = 1..{spec.ndim}, SI lookahead set: {spec.si_lookahead_set}")
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
@@ -112,21 +112,21 @@ def plot_sp_sweep(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Event model vs paper model over SP: per SP, the share of cells where DSI is slower than
     SI / non-SI and the median DSI/SI speedup; ``rows`` are `sp_sweep_rows` dicts."""
     plt = _pyplot()
-    sp = [r["sp_degree"] for r in rows]
+    sp_degrees = [r["sp_degree"] for r in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for key, label in (("dsi_slower_than_si", "DSI slower than SI"),
                        ("dsi_slower_than_nonsi", "DSI slower than non-SI"),
                        ("dsi_slower_than_baseline", "DSI slower than the baseline"),
                        ("dsi_slower_than_si_same_k",
                         "DSI slower than SI at the same k (share of (c, a, k))")):
-        left.plot(sp, [r[key] for r in rows], marker="o", label=label)
+        left.plot(sp_degrees, [r[key] for r in rows], marker="o", label=label)
     left.set_xlabel("SP (target servers)")
     left.set_ylabel("share of (c, a) cells, best k each")
     left.set_title("event model: where DSI loses")
     left.legend(fontsize=8)
     for key, label in (("median_dsi_vs_si", "median DSI/SI"),
                        ("max_dsi_vs_baseline", "max DSI/baseline")):
-        right.plot(sp, [r[key] for r in rows], marker="o", label=f"event model, {label}")
+        right.plot(sp_degrees, [r[key] for r in rows], marker="o", label=f"event model, {label}")
         if f"paper_{key}" in rows[0]:
             right.axhline(rows[0][f"paper_{key}"], linestyle="--",
                           color=right.lines[-1].get_color(), label=f"paper model, {label}")
@@ -146,10 +146,12 @@ def plot_table(results: Sequence[TableResult], path: Path) -> Path:
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4.2),
                              squeeze=False, constrained_layout=True)
     for ax, result in zip(axes.flat, results, strict=True):
-        for sp in result.sp_degrees:
-            ax.plot(result.lookaheads, [result.speedup("si", k, sp) for k in result.lookaheads],
-                    marker=".", label=f"event model, SP = {sp}")
-        ax.plot(result.lookaheads, [result.paper_speedup("si", k) for k in result.lookaheads],
+        for sp_degree in result.sp_degrees:
+            ax.plot(result.lookaheads, [result.speedup("si", lookahead, sp_degree)
+                                        for lookahead in result.lookaheads],
+                    marker=".", label=f"event model, SP = {sp_degree}")
+        ax.plot(result.lookaheads, [result.paper_speedup("si", lookahead)
+                                    for lookahead in result.lookaheads],
                 "k--", label="paper model (no waiting assumed)")
         ax.axhline(1.0, color=PINK, linewidth=1)
         ax.set_xlabel("lookahead k")

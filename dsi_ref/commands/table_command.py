@@ -34,23 +34,27 @@ def _range(text: str) -> list[int]:
 def render_result(result: TableResult) -> str:
     """A text table: per lookahead, latencies (ms) and DSI speedups; then best vs best."""
     row = result.row
-    sp = row.sp_degree if row.sp_degree in result.sp_degrees else result.sp_degrees[-1]
+    sp_degree = row.sp_degree if row.sp_degree in result.sp_degrees else result.sp_degrees[-1]
     c = row.units["c"]
     lines = [f"{row.name}: a = {float(row.acceptance_rate):.3f}, c = {float(c):.4f}, "
              f"N = {result.n_tokens}, non-SI {result.nonsi_ms / 1000:.2f} s",
              f"  {'k':>3} {'SI s':>8} {'DSI paper s':>11} {'DSI event s':>11} "
-             f"{'paper/SI':>8} {'event/SI':>8} {'event/nonSI':>11}  (event model: SP = {sp})"]
-    for k in result.lookaheads:
-        need = required_servers(c, k)
-        flag = f"  paper needs SP >= {need}" if need > sp else ""
-        mark = "  <- reported lookahead" if k == row.lookahead else ""
-        lines.append(f"  {k:>3} {result.si_ms[k] / 1000:>8.2f} "
-                     f"{result.paper_dsi_ms[k] / 1000:>11.2f} "
-                     f"{result.dsi_ms[(k, sp)] / 1000:>11.2f} "
-                     f"{result.paper_speedup('si', k):>8.3f} {result.speedup('si', k, sp):>8.3f} "
-                     f"{result.speedup('nonsi', k, sp):>11.3f}{flag}{mark}")
+             f"{'paper/SI':>8} {'event/SI':>8} {'event/nonSI':>11}  "
+             f"(event model: SP = {sp_degree})"]
+    for lookahead in result.lookaheads:
+        need = required_servers(c, lookahead)
+        flag = f"  paper needs SP >= {need}" if need > sp_degree else ""
+        mark = "  <- reported lookahead" if lookahead == row.lookahead else ""
+        pair = (lookahead, sp_degree)
+        lines.append(f"  {lookahead:>3} {result.si_ms[lookahead] / 1000:>8.2f} "
+                     f"{result.paper_dsi_ms[lookahead] / 1000:>11.2f} "
+                     f"{result.dsi_ms[pair] / 1000:>11.2f} "
+                     f"{result.paper_speedup('si', lookahead):>8.3f} "
+                     f"{result.speedup('si', *pair):>8.3f} "
+                     f"{result.speedup('nonsi', *pair):>11.3f}{flag}{mark}")
     lines.append("  best lookahead each (event model): " + "; ".join(
-        f"SP={s}: DSI/SI {b['dsi_vs_si']:.3f} (SI k={b['si_k']}, DSI k={b['dsi_k']}), "
+        f"SP={s}: DSI/SI {b['dsi_vs_si']:.3f} (SI k={b['si_lookahead']}, "
+        f"DSI k={b['dsi_lookahead']}), "
         f"DSI/non-SI {b['dsi_vs_nonsi']:.3f}"
         for s in result.sp_degrees for b in [result.best(s)]))
     return "\n".join(lines)

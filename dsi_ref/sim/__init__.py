@@ -17,6 +17,8 @@ forward; `dsi_ref.sim.paper_table` converts TTFT/TPOT pairs in milliseconds.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -39,30 +41,55 @@ __all__ = ["ALGORITHMS", "MODELS", "Contention", "InsufficientServersError", "Si
            "expected_latency", "required_servers", "simulate_latency"]
 
 
-def _params(algorithm: Algorithm, c: Num, a: Num, k: int | None, n_tokens: int, model: Model,
-            sp_degree: int | None, queue: str, target_first: Num | None,
-            drafter_first: Num | None, contention: Contention | None = None,
-            verify_cost: Num | None = None) -> SimParams:
-    if k is None:
+#: a sentinel for "not given" (``None`` is a legitimate lookahead for non-SI)
+_UNSET: Any = object()
+
+
+def _resolve_lookahead(lookahead: int | None, k: int | None) -> int | None:
+    """The lookahead given as ``lookahead=`` or as its documented alias ``k=`` (the paper's
+    letter, kept so that callers of the public API written before the rename keep working).
+
+    `_UNSET` marks an argument left out; giving both is an `InvalidParameterError`.
+
+    >>> _resolve_lookahead(_UNSET, 3)
+    3
+    """
+    if lookahead is not _UNSET and k is not _UNSET:
+        raise InvalidParameterError("give the lookahead once: lookahead= (k= is its alias), "
+                                    f"got lookahead={lookahead!r} and k={k!r}")
+    if lookahead is not _UNSET:
+        return lookahead
+    return None if k is _UNSET else k
+
+
+def _params(algorithm: Algorithm, c: Num, a: Num, lookahead: int | None, k: int | None,
+            n_tokens: int, model: Model, sp_degree: int | None, queue: str,
+            target_first: Num | None, drafter_first: Num | None,
+            contention: Contention | None = None, verify_cost: Num | None = None) -> SimParams:
+    given = _resolve_lookahead(lookahead, k)
+    if given is None:
         if algorithm != "nonsi":
-            raise InvalidParameterError(f"{algorithm} needs a lookahead k (an int >= 1)")
-        k = 1
-    return SimParams(algorithm, c, a, k, n_tokens, model, sp_degree, queue,  # type: ignore[arg-type]
+            raise InvalidParameterError(f"{algorithm} needs a lookahead (an int >= 1): pass "
+                                        "lookahead=")
+        given = 1
+    return SimParams(algorithm, c, a, given, n_tokens, model, sp_degree,
+                     queue,  # type: ignore[arg-type]
                      target_first, drafter_first, contention, verify_cost)
 
 
-def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
-                     model: Model = "paper", sp_degree: int | None = None, queue: str = "fifo",
-                     target_first: Num | None = None, drafter_first: Num | None = None,
-                     contention: Contention | None = None,
-                     verify_cost: Num | None = None) -> Num:
+def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | None = _UNSET,
+                     n_tokens: int, model: Model = "paper", sp_degree: int | None = None,
+                     queue: str = "fifo", target_first: Num | None = None,
+                     drafter_first: Num | None = None, contention: Contention | None = None,
+                     verify_cost: Num | None = None, k: int | None = _UNSET) -> Num:
     """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
 
     Args:
         algorithm: ``"nonsi"``, ``"si"`` or ``"dsi"``.
         c: drafter forward cost (target forward = 1).
         a: acceptance rate in ``[0, 1]``.
-        k: lookahead (ignored for ``nonsi``; may be ``None`` there).
+        lookahead: ``k``, drafts per verification (ignored for ``nonsi``, where it may be
+            ``None`` or left out; required otherwise).
         n_tokens: ``N``.
         model: ``"paper"`` or ``"event"`` (only DSI differs between them).
         sp_degree: paper model: ``None`` = unlimited, an int = check ``SP >= ceil(1/(k c))``
@@ -76,15 +103,18 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
             drafts plus one token); ``None`` = 1, the paper's assumption. SI and the event
             model's DSI (not the paper model's); measured, it is the forward time at query
             length ``k + 1`` over the TPOT.
+        k: an alias of ``lookahead``, for callers written before the rename; giving both is an
+            `InvalidParameterError`.
 
     Returns a ``Fraction`` when every number given is rational (and no contention), else a
     float.
 
     >>> from fractions import Fraction
-    >>> expected_latency("si", c=Fraction(1, 10), a=Fraction(1, 2), k=1, n_tokens=2)
+    >>> expected_latency("si", c=Fraction(1, 10), a=Fraction(1, 2), lookahead=1,
+    ...                  n_tokens=2)
     Fraction(8, 5)
     """
-    p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
+    p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
                 drafter_first, contention, verify_cost)
     if p.algorithm == "nonsi":
         return nonsi_exact(p)
@@ -93,22 +123,23 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_t
     return dsi_paper_exact(p) if p.model == "paper" else dsi_event_exact(p)
 
 
-def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, k: int | None, n_tokens: int,
-                     n_repeats: int, seed: int | np.random.Generator, model: Model = "paper",
-                     sp_degree: int | None = None, queue: str = "fifo",
+def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | None = _UNSET,
+                     n_tokens: int, n_repeats: int, seed: int | np.random.Generator,
+                     model: Model = "paper", sp_degree: int | None = None, queue: str = "fifo",
                      target_first: Num | None = None, drafter_first: Num | None = None,
-                     contention: Contention | None = None,
-                     verify_cost: Num | None = None) -> NDArray[np.float64]:
+                     contention: Contention | None = None, verify_cost: Num | None = None,
+                     k: int | None = _UNSET) -> NDArray[np.float64]:
     """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
 
     Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
-    ``Generator``; nothing else is random). The mean converges to `expected_latency`.
+    ``Generator``; nothing else is random), and the same alias ``k=`` of ``lookahead``. The mean
+    converges to `expected_latency`.
 
-    >>> simulate_latency("nonsi", c=0.1, a=0.5, k=None, n_tokens=7, n_repeats=3, seed=0)
+    >>> simulate_latency("nonsi", c=0.1, a=0.5, n_tokens=7, n_repeats=3, seed=0)
     array([7., 7., 7.])
     """
     n_repeats = check_int("n_repeats", n_repeats)
-    p = _params(algorithm, c, a, k, n_tokens, model, sp_degree, queue, target_first,
+    p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
                 drafter_first, contention, verify_cost)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     if p.model == "event" and p.algorithm == "dsi":

@@ -111,9 +111,11 @@ class _Costs:
 class _Engine:
     """One run (or one spine) of acceptance-level DSI; docs/dsi-semantics.md, rule by rule."""
 
-    def __init__(self, n: int, k: int, sp: int, costs: _Costs, lifo: bool, fresh: bool,
-                 used: int, decide: Callable[[int], bool], stop_on_restart: bool) -> None:
-        self.n, self.k, self.sp, self.costs, self.lifo = n, k, sp, costs, lifo
+    def __init__(self, n: int, lookahead: int, sp_degree: int, costs: _Costs, lifo: bool,
+                 fresh: bool, used: int, decide: Callable[[int], bool],
+                 stop_on_restart: bool) -> None:
+        self.n, self.lookahead, self.sp_degree = n, lookahead, sp_degree
+        self.costs, self.lifo = costs, lifo
         self.decide, self.stop_on_restart = decide, stop_on_restart
         self.now: int | float = 0
         self.frontier = 0
@@ -121,12 +123,12 @@ class _Engine:
         self.window_start = 0
         self.drafting: _Draft | None = None
         self.drafter_first = fresh
-        self.server_first = [fresh or s > used for s in range(sp)]
+        self.server_first = [fresh or s > used for s in range(sp_degree)]
         self.used = 0 if fresh else used
         self.tasks: list[_Task] = []         # running, in start order
         self.queue: deque[_Task] = deque()   # waiting verification tasks, in submit order
         self.frontier_waiting: _Task | None = None
-        self.busy: list[_Task | None] = [None] * sp
+        self.busy: list[_Task | None] = [None] * sp_degree
         self.supplied: set[int] = set()
         self.done = n == 0
         self.stopped = False
@@ -145,7 +147,7 @@ class _Engine:
     def finish_draft(self, d: _Draft) -> None:
         self.drafts += 1
         self.drafting = None
-        if d.position + 1 - self.window_start >= self.k or d.position == self.n - 1:
+        if d.position + 1 - self.window_start >= self.lookahead or d.position == self.n - 1:
             self.submit(self.window_start, min(d.position + 1, self.n - 1), frontier=False)
             self.window_start = d.position + 1
         self.start_drafting()
@@ -153,7 +155,7 @@ class _Engine:
     # -- servers
     def submit(self, first: int, last: int, frontier: bool) -> None:
         task = _Task(first, last, frontier)
-        if frontier and self.sp >= 2:
+        if frontier and self.sp_degree >= 2:
             self.run_on(task, 0)
             return
         if frontier:
@@ -163,9 +165,9 @@ class _Engine:
         self.dispatch()
 
     def dispatch(self) -> None:
-        reserved = 1 if self.sp >= 2 else 0
+        reserved = 1 if self.sp_degree >= 2 else 0
         while True:
-            free = [s for s in range(reserved, self.sp) if self.busy[s] is None]
+            free = [s for s in range(reserved, self.sp_degree) if self.busy[s] is None]
             if not free:
                 return
             if self.frontier_waiting is not None:
@@ -351,10 +353,10 @@ def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int]
             stop: bool) -> _Engine:
     assert p.sp_degree is not None
     if p.contention is None:
-        return _Engine(n, p.k, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used,
-                       decide, stop)
-    engine = _SharedEngine(n, p.k, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used,
-                           decide, stop)
+        return _Engine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
+                       used, decide, stop)
+    engine = _SharedEngine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
+                           used, decide, stop)
     engine.contention = p.contention
     return engine
 
@@ -400,9 +402,9 @@ class Spine:
 def spine(p: SimParams, tokens_left: int, *, fresh: bool = False, used: int = 0) -> Spine:
     """The spine from a restart with ``tokens_left`` tokens to go (``fresh``: the run's start).
 
-    >>> sp = spine(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2,
-    ...                      model="event", sp_degree=2), 2, fresh=True)
-    >>> [(c.time, c.kind) for c in sp.commits]
+    >>> path = spine(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1,
+    ...                        n_tokens=2, model="event", sp_degree=2), 2, fresh=True)
+    >>> [(c.time, c.kind) for c in path.commits]
     [(Fraction(1, 1), 'accepted'), (Fraction(3, 2), 'accepted')]
     """
     engine = _engine(p, tokens_left, fresh, used, lambda _: True, True)
@@ -459,8 +461,8 @@ def dsi_event_exact(p: SimParams) -> Num:
 
     Dynamic programming over restart states ``(tokens left, servers used)`` (module docstring).
 
-    >>> dsi_event_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2,
-    ...                           model="event", sp_degree=2))
+    >>> dsi_event_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1,
+    ...                           n_tokens=2, model="event", sp_degree=2))
     Fraction(3, 2)
     """
     exact = p.exact
@@ -502,12 +504,12 @@ def dsi_event_grid(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.fl
     value = np.zeros((n + 1, states, a.size))
 
     def solve(left: int, used: int, fresh: bool) -> NDArray[np.float64]:
-        sp = table.get(left, used, fresh)
-        m = len(sp)
-        times = sp.times[:, None]
-        cont = value[left - np.arange(m) - 1, 0 if unit else sp.used]   # (m, len(a))
+        path = table.get(left, used, fresh)
+        m = len(path)
+        times = path.times[:, None]
+        cont = value[left - np.arange(m) - 1, 0 if unit else path.used]   # (m, len(a))
         weight = power[:m] * (1 - a[None, :])
-        if sp.complete:
+        if path.complete:
             tail = power[left] * times[-1]
         else:
             weight[-1] = power[m - 1]                           # the bonus: no draw
@@ -557,9 +559,9 @@ def simulate_event(p: SimParams, n_repeats: int, rng: np.random.Generator) -> ND
         for key in np.unique(state):
             group = state == key
             idx = live[group]
-            sp = table.get(int(left[idx[0]]), int(used[idx[0]]), fresh)
-            exit_at = np.minimum(g[group], len(sp) - 1)  # a rejection, the bonus, or the end
-            latency[idx] += sp.times[exit_at]
+            path = table.get(int(left[idx[0]]), int(used[idx[0]]), fresh)
+            exit_at = np.minimum(g[group], len(path) - 1)  # a rejection, the bonus, or the end
+            latency[idx] += path.times[exit_at]
             left[idx] -= exit_at + 1
-            used[idx] = 0 if unit else sp.used[exit_at]
+            used[idx] = 0 if unit else path.used[exit_at]
         fresh = False

@@ -5,7 +5,8 @@ Grid (the official ``ConfigHeatmap``): ``c, a ∈ {0, 1/ndim, …, 1}`` with ``c
 each algorithm takes its best ``k``. Panels (speedups, ``< 1`` drawn pink): SI/non-SI,
 DSI/SI, DSI/non-SI, DSI/baseline with baseline = the faster of (best) SI and non-SI.
 
-Lookahead sets (`HeatmapSpec.si_lookaheads`):
+Lookahead sets (`HeatmapSpec.si_lookahead_set`, the policy for which ``k`` each algorithm may
+take in a cell):
 
 * paper model: DSI only at ``k`` with ``SP >= ceil(1/(k c))`` (the simulator's server check);
 * ``"quirks"`` (the official run): SI restricted to the same ``k`` — this flatters DSI at small
@@ -57,8 +58,8 @@ class HeatmapSpec:
         n_tokens: ``N``.
         sp_degree: ``SP`` (paper model: the server check; event model: the servers).
         model: ``"paper"`` or ``"event"``.
-        si_lookaheads: ``"quirks"`` (SI restricted by the server check, as the official run)
-            or ``"fair"`` (SI at its own best ``k``).
+        si_lookahead_set: the policy for SI's set of lookaheads: ``"quirks"`` (SI restricted
+            by the server check, as the official run) or ``"fair"`` (SI at its own best ``k``).
         c_min, a_min, a_max: the official clipping of the grid's ends.
     """
 
@@ -66,7 +67,7 @@ class HeatmapSpec:
     n_tokens: int = 1000
     sp_degree: int = 7
     model: Model = "paper"
-    si_lookaheads: Literal["quirks", "fair"] = "quirks"
+    si_lookahead_set: Literal["quirks", "fair"] = "quirks"
     c_min: Fraction = Fraction(1, 100)
     a_min: Fraction = Fraction(1, 100)
     a_max: Fraction = Fraction(99, 100)
@@ -74,15 +75,15 @@ class HeatmapSpec:
     def __post_init__(self) -> None:
         for name in ("ndim", "n_tokens", "sp_degree"):
             object.__setattr__(self, name, check_int(name, getattr(self, name)))
-        if self.si_lookaheads not in ("quirks", "fair"):
-            raise InvalidParameterError("si_lookaheads must be 'quirks' or 'fair'")
+        if self.si_lookahead_set not in ("quirks", "fair"):
+            raise InvalidParameterError("si_lookahead_set must be 'quirks' or 'fair'")
         if self.model not in MODELS:
             raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
 
     @property
     def label(self) -> str:
         """A short file-name-friendly label."""
-        return f"{self.model}_sp{self.sp_degree}_{self.si_lookaheads}_ndim{self.ndim}"
+        return f"{self.model}_sp{self.sp_degree}_{self.si_lookahead_set}_ndim{self.ndim}"
 
 
 def grid_axes(spec: HeatmapSpec) -> tuple[list[Fraction], list[Fraction], list[int]]:
@@ -95,17 +96,21 @@ def grid_axes(spec: HeatmapSpec) -> tuple[list[Fraction], list[Fraction], list[i
 
 @dataclass
 class Heatmap:
-    """Costs per ``(c, a, k)`` and the per-cell best over ``k``; speedup panels by name."""
+    """Costs per ``(c, a, k)`` and the per-cell best over ``k``; speedup panels by name.
+
+    ``c``, ``a`` and ``lookaheads`` are the grid's axes; ``best_lookahead`` is, per cell, the
+    ``k`` at which each algorithm reaches its ``best`` cost.
+    """
 
     spec: HeatmapSpec
     c: list[Fraction]
     a: list[Fraction]
-    k: list[int]
+    lookaheads: list[int]
     si: FloatArray                    # (c, a, k)
     dsi: FloatArray                   # (c, a, k), NaN where the lookahead is not allowed
     si_allowed: NDArray[np.bool_]     # (c, k)
     best: dict[str, FloatArray] = field(default_factory=dict)      # (c, a)
-    best_k: dict[str, NDArray[np.int64]] = field(default_factory=dict)
+    best_lookahead: dict[str, NDArray[np.int64]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         si = np.where(self.si_allowed[:, None, :], self.si, np.inf)
@@ -115,8 +120,8 @@ class Heatmap:
         self.best = {"si": _nan_if_inf(si.min(axis=2)), "dsi": _nan_if_inf(dsi.min(axis=2)),
                      "nonsi": np.full(si.shape[:2], n)}
         self.best["baseline"] = np.fmin(self.best["si"], n)
-        ks = np.array(self.k)
-        self.best_k = {"si": ks[si.argmin(axis=2)], "dsi": ks[dsi.argmin(axis=2)]}
+        axis = np.array(self.lookaheads)
+        self.best_lookahead = {"si": axis[si.argmin(axis=2)], "dsi": axis[dsi.argmin(axis=2)]}
 
     def panel(self, name: str) -> FloatArray:
         """Speedup panel ``name`` of `PANELS`, shape ``(len(c), len(a))``."""
@@ -128,12 +133,15 @@ class Heatmap:
         """One row per ``(c, a)`` cell: best costs, best lookaheads, the four panels."""
         with path.open("w", newline="") as fh:
             out = csv.writer(fh)
-            out.writerow(["c", "a", "nonsi", "si", "si_k", "dsi", "dsi_k", *PANELS])
+            out.writerow(["c", "a", "nonsi", "si", "si_lookahead", "dsi", "dsi_lookahead",
+                          *PANELS])
             for i, ci in enumerate(self.c):
                 for j, aj in enumerate(self.a):
                     out.writerow([float(ci), float(aj), self.spec.n_tokens,
-                                  repr(float(self.best["si"][i, j])), self.best_k["si"][i, j],
-                                  repr(float(self.best["dsi"][i, j])), self.best_k["dsi"][i, j],
+                                  repr(float(self.best["si"][i, j])),
+                                  self.best_lookahead["si"][i, j],
+                                  repr(float(self.best["dsi"][i, j])),
+                                  self.best_lookahead["dsi"][i, j],
                                   *(repr(float(self.panel(p)[i, j])) for p in PANELS)])
 
 
@@ -152,8 +160,8 @@ LOSS_TOLERANCE = 1e-9
 
 
 def _event_column(args: tuple[HeatmapSpec, Fraction, int, list[float]]) -> FloatArray:
-    spec, c, k, a_values = args
-    p = SimParams("dsi", c, Fraction(1, 2), k, spec.n_tokens, "event", spec.sp_degree)
+    spec, c, lookahead, a_values = args
+    p = SimParams("dsi", c, Fraction(1, 2), lookahead, spec.n_tokens, "event", spec.sp_degree)
     return dsi_event_grid(p, np.array(a_values))
 
 
@@ -166,25 +174,27 @@ def compute_heatmap(spec: HeatmapSpec, *, jobs: int = 1,
     model solves one dynamic programme per ``(c, k)`` for all ``a`` at once, in ``jobs``
     processes. ``progress(iterator, total)`` wraps the event model's loop (a progress bar).
     """
-    cs, accs, ks = grid_axes(spec)
-    cf, af, kf = (np.array([float(x) for x in v]) for v in (cs, accs, ks))
-    cc, aa, kk = np.meshgrid(cf, af, kf, indexing="ij")
-    si = si_grid(cc, aa, kk.astype(np.int64), spec.n_tokens)
-    allowed = np.array([[required_servers(c, k) <= spec.sp_degree for k in ks] for c in cs])
+    cs, accs, lookaheads = grid_axes(spec)
+    cf, af, kf = (np.array([float(x) for x in v]) for v in (cs, accs, lookaheads))
+    c_grid, a_grid, k_grid = np.meshgrid(cf, af, kf, indexing="ij")
+    si = si_grid(c_grid, a_grid, k_grid.astype(np.int64), spec.n_tokens)
+    allowed = np.array([[required_servers(c, lookahead) <= spec.sp_degree
+                         for lookahead in lookaheads] for c in cs])
     if spec.model == "paper":
         dsi = np.where(allowed[:, None, :], dsi_paper_grid(cf, af, kf.astype(np.int64),
                                                            spec.n_tokens), np.nan)
     else:
         dsi = np.empty(si.shape)
-        tasks = [(spec, c, k, [float(x) for x in accs]) for c in cs for k in ks]
+        tasks = [(spec, c, lookahead, [float(x) for x in accs])
+                 for c in cs for lookahead in lookaheads]
         with ProcessPoolExecutor(jobs) if jobs > 1 else _Serial() as pool:
             results = pool.map(_event_column, tasks, chunksize=1)
             if progress is not None:
                 results = progress(iter(results), len(tasks))
-            for (i, j), column in zip(np.ndindex(len(cs), len(ks)), results, strict=True):
+            for (i, j), column in zip(np.ndindex(len(cs), len(lookaheads)), results, strict=True):
                 dsi[i, :, j] = column
-    si_allowed = allowed if spec.si_lookaheads == "quirks" else np.ones_like(allowed)
-    return Heatmap(spec, cs, accs, ks, si, dsi, si_allowed)
+    si_allowed = allowed if spec.si_lookahead_set == "quirks" else np.ones_like(allowed)
+    return Heatmap(spec, cs, accs, lookaheads, si, dsi, si_allowed)
 
 
 class _Serial:
@@ -202,8 +212,8 @@ class _Serial:
 
 def summarize(heatmap: Heatmap) -> dict[str, Any]:
     """Min/median/max per panel, the cells where DSI loses, the largest DSI/baseline speedup."""
-    out: dict[str, Any] = {"spec": {k: (str(v) if isinstance(v, Fraction) else v)
-                                    for k, v in asdict(heatmap.spec).items()},
+    out: dict[str, Any] = {"spec": {name: (str(v) if isinstance(v, Fraction) else v)
+                                    for name, v in asdict(heatmap.spec).items()},
                            "cells": len(heatmap.c) * len(heatmap.a), "panels": {}}
     for name, (title, _, _) in PANELS.items():
         values = heatmap.panel(name)
@@ -226,7 +236,7 @@ def summarize(heatmap: Heatmap) -> dict[str, Any]:
     i, j = np.unravel_index(int(np.nanargmax(best)), best.shape)
     out["largest_dsi_vs_baseline"] = {"speedup": float(best[i, j]), "c": float(heatmap.c[i]),
                                       "a": float(heatmap.a[j]),
-                                      "dsi_k": int(heatmap.best_k["dsi"][i, j])}
+                                      "dsi_lookahead": int(heatmap.best_lookahead["dsi"][i, j])}
     return out
 
 
@@ -234,7 +244,7 @@ def render_summary(summary: dict[str, Any]) -> str:
     """The summary as a few lines of text."""
     spec = summary["spec"]
     lines = [f"heatmap: model={spec['model']} SP={spec['sp_degree']} N={spec['n_tokens']} "
-             f"ndim={spec['ndim']} SI lookaheads={spec['si_lookaheads']} "
+             f"ndim={spec['ndim']} SI lookahead set={spec['si_lookahead_set']} "
              f"({summary['cells']} cells)"]
     for name, p in summary["panels"].items():
         lines.append(f"  {name:16s} min {p['min']:.3f}  median {p['median']:.3f}  "
@@ -246,7 +256,7 @@ def render_summary(summary: dict[str, Any]) -> str:
                  f"non-SI in {per_k['dsi_slower_than_nonsi']}")
     big = summary["largest_dsi_vs_baseline"]
     lines.append(f"  largest DSI/baseline speedup {big['speedup']:.3f} at c={big['c']:.2f}, "
-                 f"a={big['a']:.2f} (DSI k={big['dsi_k']})")
+                 f"a={big['a']:.2f} (DSI k={big['dsi_lookahead']})")
     return "\n".join(lines)
 
 

@@ -53,11 +53,11 @@ def si_exact(p: SimParams) -> Num:
     (``v`` = the verification forward's cost, 1 when ``m = 0``); the sum is carried as
     ``W(L) = E(L−1) + a W(L−1) − a^k E(L−1−k)``.
 
-    >>> si_exact(SimParams("si", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2))
+    >>> si_exact(SimParams("si", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1, n_tokens=2))
     Fraction(3, 1)
     """
     zero = _zero(p)
-    c, a, k, n, v = p.c + zero, p.a + zero, p.k, p.n_tokens, p.verify + zero
+    c, a, k, n, v = p.c + zero, p.a + zero, p.lookahead, p.n_tokens, p.verify + zero
     ak = a ** k
     e = [zero] * (n + 1)
     w = zero
@@ -74,7 +74,7 @@ def segment_charges(p: SimParams) -> list[Num]:
     ``C(r) = Σ_{g<r} a^g (1−a) min(D(g, r) c + 1, g + 1) + a^r min(r c + 1, r + 1)``.
     """
     zero = _zero(p)
-    c, a, k, n = p.c + zero, p.a + zero, p.k, p.n_tokens
+    c, a, k, n = p.c + zero, p.a + zero, p.lookahead, p.n_tokens
     prefix = [zero]  # prefix[L] = Σ_{g<L} a^g (1−a) min((⌊g/k⌋+1) k c + 1, g + 1)
     power = [zero + 1]
     for g in range(n):
@@ -91,7 +91,8 @@ def segment_charges(p: SimParams) -> list[Num]:
 def dsi_paper_exact(p: SimParams) -> Num:
     """Exact ``E[T_DSI]`` of the official offline simulator (per-token renewal, ``O(N k)``).
 
-    >>> dsi_paper_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), k=1, n_tokens=2))
+    >>> dsi_paper_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1,
+    ...                             n_tokens=2))
     Fraction(7, 4)
     """
     charges = segment_charges(p)
@@ -102,12 +103,15 @@ def dsi_paper_exact(p: SimParams) -> Num:
 
 # -- vectorised over a grid (floats) ---------------------------------------------------------------
 
-def si_grid(c: FloatArray, a: FloatArray, k: NDArray[np.int64], n_tokens: int) -> FloatArray:
-    """Exact ``E[T_SI]`` for many configurations at once (float arrays of one shape).
+def si_grid(c: FloatArray, a: FloatArray, lookahead: NDArray[np.int64],
+            n_tokens: int) -> FloatArray:
+    """Exact ``E[T_SI]`` for many configurations at once (float arrays of one shape; ``k`` =
+    ``lookahead``).
 
     The same recurrence as `si_exact`, one step per ``L`` and vectorised over configurations.
     """
-    c, a, k = np.broadcast_arrays(np.asarray(c, float), np.asarray(a, float), np.asarray(k))
+    c, a, k = np.broadcast_arrays(np.asarray(c, float), np.asarray(a, float),
+                                  np.asarray(lookahead))
     shape = c.shape
     c, a, k = c.ravel(), a.ravel(), k.ravel().astype(np.int64)
     size = c.size
@@ -124,15 +128,16 @@ def si_grid(c: FloatArray, a: FloatArray, k: NDArray[np.int64], n_tokens: int) -
     return result
 
 
-def dsi_paper_grid(c: FloatArray, a: FloatArray, k: NDArray[np.int64],
+def dsi_paper_grid(c: FloatArray, a: FloatArray, lookahead: NDArray[np.int64],
                    n_tokens: int) -> FloatArray:
-    """Exact ``E[T_DSI]`` (paper model) on the grid ``c × a × k`` (1-D axes; result
-    ``len(c) × len(a) × len(k)``).
+    """Exact ``E[T_DSI]`` (paper model) on the grid ``c × a × k`` (1-D axes, ``k`` =
+    ``lookahead``; result ``len(c) × len(a) × len(k)``).
 
     Vectorised `dsi_paper_exact`: per ``(c, k)``, ``C(r)`` for every ``a`` and ``r`` at once from
     prefix sums over ``g`` and closed forms for the window that the budget cuts short.
     """
-    c, a, k = np.ravel(c).astype(float), np.ravel(a).astype(float), np.ravel(k).astype(np.int64)
+    c, a = np.ravel(c).astype(float), np.ravel(a).astype(float)
+    k = np.ravel(lookahead).astype(np.int64)
     n = n_tokens
     g = np.arange(n)
     r = g                                                       # budgets 0 .. N−1
@@ -175,7 +180,7 @@ def simulate_paper(p: SimParams, n_repeats: int, rng: np.random.Generator) -> Fl
     Randomness: one vector of ``G`` draws per SI iteration / DSI segment, for the runs still
     going, in that order.
     """
-    n, k, c, a = p.n_tokens, p.k, float(p.c), float(p.a)
+    n, k, c, a = p.n_tokens, p.lookahead, float(p.c), float(p.a)
     cost = np.zeros(n_repeats)
     if p.algorithm == "nonsi":
         return cost + float(nonsi_exact(p))

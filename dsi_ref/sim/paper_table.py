@@ -134,31 +134,34 @@ class TableResult:
     dsi_ms: dict[tuple[int, int], float] = field(default_factory=dict)   # event model
     paper_dsi_ms: dict[int, float] = field(default_factory=dict)
 
-    def speedup(self, over: str, k: int, sp: int) -> float:
-        """Event-model DSI speedup over ``"si"`` (same ``k``) or ``"nonsi"``."""
-        base = self.si_ms[k] if over == "si" else self.nonsi_ms
-        return base / self.dsi_ms[(k, sp)]
+    def speedup(self, over: str, lookahead: int, sp_degree: int) -> float:
+        """Event-model DSI speedup over ``"si"`` (same ``k`` = ``lookahead``) or ``"nonsi"``."""
+        base = self.si_ms[lookahead] if over == "si" else self.nonsi_ms
+        return base / self.dsi_ms[(lookahead, sp_degree)]
 
-    def paper_speedup(self, over: str, k: int) -> float:
-        """Paper-model DSI speedup over ``"si"`` (same ``k``) or ``"nonsi"``."""
-        base = self.si_ms[k] if over == "si" else self.nonsi_ms
-        return base / self.paper_dsi_ms[k]
+    def paper_speedup(self, over: str, lookahead: int) -> float:
+        """Paper-model DSI speedup over ``"si"`` (same ``k`` = ``lookahead``) or ``"nonsi"``."""
+        base = self.si_ms[lookahead] if over == "si" else self.nonsi_ms
+        return base / self.paper_dsi_ms[lookahead]
 
-    def best(self, sp: int) -> dict[str, float | int]:
-        """Each algorithm at its own best lookahead, event model with ``sp`` servers."""
-        k_si = min(self.lookaheads, key=lambda k: self.si_ms[k])
-        k_dsi = min(self.lookaheads, key=lambda k: self.dsi_ms[(k, sp)])
-        return {"si_k": k_si, "dsi_k": k_dsi,
-                "dsi_vs_si": self.si_ms[k_si] / self.dsi_ms[(k_dsi, sp)],
-                "dsi_vs_nonsi": self.nonsi_ms / self.dsi_ms[(k_dsi, sp)]}
+    def best(self, sp_degree: int) -> dict[str, float | int]:
+        """Each algorithm at its own best lookahead, event model with ``SP`` = ``sp_degree``
+        servers."""
+        si = min(self.lookaheads, key=lambda lookahead: self.si_ms[lookahead])
+        dsi = min(self.lookaheads, key=lambda lookahead: self.dsi_ms[(lookahead, sp_degree)])
+        return {"si_lookahead": si, "dsi_lookahead": dsi,
+                "dsi_vs_si": self.si_ms[si] / self.dsi_ms[(dsi, sp_degree)],
+                "dsi_vs_nonsi": self.nonsi_ms / self.dsi_ms[(dsi, sp_degree)]}
 
     def csv_rows(self) -> Iterator[list[object]]:
         """One CSV row per (lookahead, SP)."""
-        for k in self.lookaheads:
-            for sp in self.sp_degrees:
-                yield [self.row.name, self.n_tokens, k, sp, self.nonsi_ms, self.si_ms[k],
-                       self.dsi_ms[(k, sp)], self.paper_dsi_ms[k], self.speedup("si", k, sp),
-                       self.speedup("nonsi", k, sp), self.paper_speedup("si", k)]
+        for lookahead in self.lookaheads:
+            for sp_degree in self.sp_degrees:
+                pair = (lookahead, sp_degree)
+                yield [self.row.name, self.n_tokens, lookahead, sp_degree, self.nonsi_ms,
+                       self.si_ms[lookahead], self.dsi_ms[pair], self.paper_dsi_ms[lookahead],
+                       self.speedup("si", *pair), self.speedup("nonsi", *pair),
+                       self.paper_speedup("si", lookahead)]
 
     CSV_HEADER = ("row", "n_tokens", "lookahead", "sp_degree", "nonsi_ms", "si_ms",
                   "dsi_event_ms", "dsi_paper_ms", "dsi_vs_si", "dsi_vs_nonsi",
@@ -166,8 +169,9 @@ class TableResult:
 
 
 def _event_ms(args: tuple[dict[str, Any], int, int, float]) -> float:
-    common, k, sp, tpot = args
-    return tpot * float(expected_latency("dsi", k=k, model="event", sp_degree=sp, **common))
+    common, lookahead, sp_degree, tpot = args
+    return tpot * float(expected_latency("dsi", lookahead=lookahead, model="event",
+                                         sp_degree=sp_degree, **common))
 
 
 def compute_row(row: TableRow, *, n_tokens: int, lookaheads: Sequence[int],
@@ -181,12 +185,14 @@ def compute_row(row: TableRow, *, n_tokens: int, lookaheads: Sequence[int],
                               "target_first": u["target_first"],
                               "drafter_first": u["drafter_first"]}
     result = TableResult(row, n_tokens, list(lookaheads), list(sp_degrees),
-                         nonsi_ms=tpot * float(expected_latency("nonsi", k=None, **common)))
-    pairs = [(k, sp) for k in lookaheads for sp in sp_degrees]
-    for k in lookaheads:
-        result.si_ms[k] = tpot * float(expected_latency("si", k=k, **common))
-        result.paper_dsi_ms[k] = tpot * float(expected_latency("dsi", k=k, **common))
-    tasks = [(common, k, sp, tpot) for k, sp in pairs]
+                         nonsi_ms=tpot * float(expected_latency("nonsi", **common)))
+    pairs = [(lookahead, sp_degree) for lookahead in lookaheads for sp_degree in sp_degrees]
+    for lookahead in lookaheads:
+        result.si_ms[lookahead] = tpot * float(expected_latency("si", lookahead=lookahead,
+                                                                **common))
+        result.paper_dsi_ms[lookahead] = tpot * float(expected_latency("dsi", lookahead=lookahead,
+                                                                       **common))
+    tasks = [(common, lookahead, sp_degree, tpot) for lookahead, sp_degree in pairs]
     with ProcessPoolExecutor(jobs) if jobs > 1 else nullcontext() as pool:
         values: Iterator[float] = (pool.map(_event_ms, tasks) if pool is not None
                                    else map(_event_ms, tasks))

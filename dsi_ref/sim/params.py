@@ -37,15 +37,17 @@ def is_exact(*values: object) -> bool:
                for v in values)
 
 
-def required_servers(c: Num, k: int) -> int:
-    """``ceil(1 / (k c))``: servers the paper model needs so that no verification task waits.
+def required_servers(c: Num, lookahead: int) -> int:
+    """``SP = ceil(1 / (k c))`` with ``k`` = ``lookahead``: the target servers the paper model
+    needs so that no verification task waits. The one place the core computes it (`theory`'s
+    ``sp_requirement`` is the independent derivation the bridge tests compare it with).
 
     >>> required_servers(Fraction(1, 20), 3)
     7
     """
     if is_exact(c):
-        return math.ceil(Fraction(1) / (k * Fraction(c)))
-    return math.ceil(1.0 / (k * float(c)))
+        return math.ceil(Fraction(1) / (lookahead * Fraction(c)))
+    return math.ceil(1.0 / (lookahead * float(c)))
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ class SimParams:
         algorithm: ``"nonsi"``, ``"si"`` or ``"dsi"``.
         c: drafter forward cost (target forward = 1), ``> 0``.
         a: acceptance rate, ``0 <= a <= 1``.
-        k: lookahead (drafts per verification), ``>= 1``; ignored for ``nonsi``.
+        lookahead: ``k``, drafts per verification, ``>= 1``; ignored for ``nonsi``.
         n_tokens: ``N >= 1``.
         model: ``"paper"`` (official offline simulator) or ``"event"`` (docs/dsi-semantics.md).
         sp_degree: ``SP``; for the paper model ``None`` = unlimited, an int = check
@@ -140,7 +142,7 @@ class SimParams:
     algorithm: Algorithm
     c: Num
     a: Num
-    k: int
+    lookahead: int
     n_tokens: int
     model: Model = "paper"
     sp_degree: int | None = None
@@ -158,7 +160,7 @@ class SimParams:
             raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
         check_number("c", self.c, positive=True)
         check_number("acceptance rate a", self.a, low=0, high=1)
-        object.__setattr__(self, "k", check_int("lookahead", self.k))
+        object.__setattr__(self, "lookahead", check_int("lookahead", self.lookahead))
         object.__setattr__(self, "n_tokens", check_int("n_tokens", self.n_tokens))
         check_number("target_first", self.target_first, positive=True, allow_none=True)
         check_number("drafter_first", self.drafter_first, positive=True, allow_none=True)
@@ -180,12 +182,13 @@ class SimParams:
             raise InvalidParameterError("the paper model charges DSI per segment, not per "
                                         "forward: verify_cost needs model='event'")
         if self.model == "paper" and self.algorithm == "dsi" and self.sp_degree is not None:
-            need = required_servers(self.c, self.k)
+            need = required_servers(self.c, self.lookahead)
             if self.sp_degree < need:
                 raise InsufficientServersError(
                     f"the paper model needs SP >= ceil(1/(k c)) = {need} target servers for "
-                    f"k={self.k}, c={self.c} (got sp_degree={self.sp_degree}); raise sp_degree "
-                    "or k, pass sp_degree=None (unlimited), or use model='event'")
+                    f"lookahead={self.lookahead}, c={self.c} (got sp_degree={self.sp_degree}); "
+                    "raise sp_degree or lookahead, pass sp_degree=None (unlimited), or use "
+                    "model='event'")
 
     @property
     def exact(self) -> bool:
