@@ -1,22 +1,22 @@
 """Real (wall-clock) execution of non-SI, SI and DSI on torch models, with real concurrency.
 
-The algorithms are the reference ones, run against real time instead of the virtual clock:
+The algorithms are the reference ones, run against real time instead of the virtual clock; the
+engine subclasses the reference runs and overrides their seams, never their steps:
 
-* `Engine.autoregressive` and `Engine.speculative` are the loops of
-  `dsi_ref.decoders.autoregressive` and
-  `dsi_ref.decoders.speculative`, step for step, with a model call replaced by a cached `Session`
-  forward
-  (SI scores prefix + drafts in *one* target forward, as the algorithm says).
-* `Engine.dsi` *is* `dsi_ref.decoders.dsi.DSIRun` — the committer, windows, frontier task, dispatch,
-  queueing and preemption rules of docs/dsi-semantics.md are inherited, not rewritten. Only the
-  event loop changes: ``sp_degree`` target servers are worker threads, each with its own KV cache
-  and (on CUDA) its own stream and CUDA graphs; the drafter and the committer run in the calling
-  thread, which drafts continuously and handles finished tasks between draft forwards.
+* `Engine.speculative` and `Engine.autoregressive` *are* `dsi_ref.decoders.speculative.SIRun`
+  (non-SI is `SIRun` without a drafter): window, draft, score, verify and bonus are inherited.
+  Only the model seam (a cached `Session` forward; SI scores prefix + drafts in *one* target
+  forward, as the algorithm says), the clock (wall-clock seconds, prefill untimed) and the rule
+  (`vectorised_rule`) change.
+* `Engine.dsi` *is* `dsi_ref.decoders.dsi.DSIRun` — the committer, windows, frontier task,
+  dispatch, queueing and preemption rules of docs/dsi-semantics.md are inherited, not rewritten.
+  Only the event loop changes: ``sp_degree`` target servers are worker threads, each with its own
+  KV cache and (on CUDA) its own stream and CUDA graphs; the drafter and the committer run in the
+  calling thread, which drafts continuously and handles finished tasks between draft forwards.
 
 Verification uses the rules of `dsi_ref.decoders.verification` (same keys, same keyed uniforms),
-with the
-array work vectorised (`vectorised_rule`): under ``Sampler(seed)`` a decision is the same function
-of (target row, draft row, draft, key) as in the reference decoders.
+with the array work vectorised (`vectorised_rule`): under ``Sampler(seed)`` a decision is the same
+function of (target row, draft row, draft, key) as in the reference decoders.
 
 Differences from the virtual clock, stated (see docs/gpu-backend.md):
 
@@ -48,11 +48,13 @@ import torch
 from ..base.errors import BackendError
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
+from ..decoders.autoregressive import non_si_config
 from ..decoders.common import check_inputs
-from ..decoders.dsi import DSIConfig, DSIRun, QueuePolicy, _Draft, _Task
-from ..decoders.speculative import SpeculativeConfig
+from ..decoders.dsi import DSIConfig, DraftForward, DSIRun, QueuePolicy, Task
+from ..decoders.speculative import ModelName, Rows, SIRun, SpeculativeConfig
 from ..decoders.verification import Rule, VerifyRule
-from .torch_model import BackendLM, BatchedSession, SessionLike, TorchLM, canonical_device
+from .torch_model import TorchLM, canonical_device
+from .torch_session import BackendLM, BatchedSession, SessionLike
 from .vectorised import vectorised_rule
 
 __all__ = ["Engine", "vectorised_rule"]
@@ -73,7 +75,7 @@ class _Clock:
 
 @dataclass(frozen=True)
 class _Job:
-    task: _Task
+    task: Task
     tokens: tuple[int, ...]
     count: int
 
@@ -220,6 +222,48 @@ class _SlotProxy:
     inbox: _SlotInbox
 
 
+class _WallClockSI(SIRun):
+    """`SIRun` with real forwards: cached sessions for the models, wall-clock seconds for the
+    clock (from `run`; the sessions are prefilled before), the vectorised rule. Without a
+    drafter: non-SI."""
+
+    def __init__(self, engine: Engine, prompt: tuple[int, ...], max_new_tokens: int,
+                 rng: Randomness, config: SpeculativeConfig, si: bool) -> None:
+        super().__init__(engine.target, engine.drafter if si else None, prompt, max_new_tokens,
+                         rng, config)
+        self.rule = vectorised_rule(config.verify)
+        self.device = engine.device
+        self.sessions = {"target": engine.target_session}
+        if si:
+            self.sessions["drafter"] = engine.drafter_session
+        self.clock: _Clock | None = None
+
+    def model_rows(self, model: ModelName, context: tuple[int, ...], count: int) -> Rows:
+        rows: Any = self.sessions[model].rows(self.prompt + context, count)   # one forward
+        return rows  # type: ignore[no-any-return]
+
+    def forward(self, model: ModelName, kind: str, positions: tuple[int, ...],
+                context: tuple[int, ...], count: int) -> Rows:
+        assert self.clock is not None
+        began = self.clock()
+        rows = self.model_rows(model, context, count)
+        self.rec.trace.append(Event(model, kind, began, self.clock(), positions))
+        return rows
+
+    def record_commit(self, positions: tuple[int, ...], note: str) -> None:
+        assert self.clock is not None
+        now = self.clock()
+        self.rec.trace.append(Event("committer", "commit", now, now, positions, note))
+
+    def run(self) -> Run:
+        self.clock = _Clock(self.device)
+        return super().run()
+
+    def result(self) -> Run:
+        assert self.clock is not None
+        return Run(tuple(self.tokens), self.clock(), tuple(self.rec.trace), self.counters())
+
+
 class _WallClockDSI(DSIRun):
     """`DSIRun` with real forwards: drafter in this thread, target servers as threads."""
 
@@ -248,10 +292,10 @@ class _WallClockDSI(DSIRun):
         if self.done or position >= self.n or (context and context[-1] == self.eos):
             self.drafting = None
             return
-        self.drafting = _Draft(position, self.now, self.now, None, ())
+        self.drafting = DraftForward(position, self.now, self.now, None, ())
 
     # a server: send the task to its thread
-    def run_on(self, task: _Task, server: int) -> None:
+    def run_on(self, task: Task, server: int) -> None:
         task.server, task.start, task.end = server, self.now, None
         self.busy[server] = task
         self.tasks.append(task)
@@ -261,11 +305,11 @@ class _WallClockDSI(DSIRun):
         self.servers[server].inbox.put(_Job(task, self.prompt + task.context,
                                             task.last - task.first + 1))
 
-    def preempt(self, task: _Task, why: str) -> None:
+    def preempt(self, task: Task, why: str) -> None:
         self.cancelled.add(task.id)
         super().preempt(task, why)
 
-    def finish_rows(self, task: _Task, rows: np.ndarray) -> None:
+    def finish_rows(self, task: Task, rows: np.ndarray) -> None:
         """`DSIRun.finish_task` with the rows the server computed."""
         self.release(task)
         self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
@@ -420,32 +464,33 @@ class Engine:
             raise BackendError("this Engine has no drafter: pass drafter= for SI and DSI")
         return self._drafter_session
 
-    def servers(self, count: int) -> Sequence[_Server | _SlotProxy]:
-        """At least ``count`` target servers (threads started on first use, then reused).
+    def servers(self, sp_degree: int) -> Sequence[_Server | _SlotProxy]:
+        """The first ``sp_degree`` target servers (threads started on first use, then reused).
 
         Server 0 (the frontier server when ``sp_degree >= 2``) gets the lowest stream priority,
         the verification servers the highest.
         """
         if self.batched:
-            server = self.batched_server(count)
-            return [_SlotProxy(_SlotInbox(server, slot)) for slot in range(count)]
-        while len(self._servers) < count:
+            server = self.batched_server(sp_degree)
+            return [_SlotProxy(_SlotInbox(server, slot)) for slot in range(sp_degree)]
+        while len(self._servers) < sp_degree:
             index = len(self._servers)
             lm = self._replicas[self.server_devices[index % len(self.server_devices)]]
             session = lm.session(graphs=self.graphs, segments=self.segments,
                                  priority=0 if index == 0 else self._high)
             self._servers.append(_Server(index, session, self.outbox, self.cancelled,
                                          self.gate))
-        return self._servers[:count]
+        return self._servers[:sp_degree]
 
-    def batched_server(self, slots: int) -> _BatchedServer:
-        """The batched server with ``slots`` rows (started on first use, then reused)."""
-        if slots not in self._batched:
+    def batched_server(self, sp_degree: int) -> _BatchedServer:
+        """The batched server with ``sp_degree`` rows, one per target server (started on first
+        use, then reused)."""
+        if sp_degree not in self._batched:
             assert isinstance(self.target, TorchLM)
-            session = BatchedSession(self.target, slots, graphs=self.graphs,
+            session = BatchedSession(self.target, sp_degree, graphs=self.graphs,
                                      segments=self.segments, priority=self._high)
-            self._batched[slots] = _BatchedServer(session, self.outbox, self.cancelled)
-        return self._batched[slots]
+            self._batched[sp_degree] = _BatchedServer(session, self.outbox, self.cancelled)
+        return self._batched[sp_degree]
 
     def close(self) -> None:
         """Stop the server threads."""
@@ -463,91 +508,25 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- non-SI --------------------------------------------------------------------------------
+    # -- non-SI and SI --------------------------------------------------------------------------
     def autoregressive(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness, *,
                        greedy: bool = False) -> Run:
         """`dsi_ref.decoders.autoregressive` on the target, timed: one cached target forward per
-        token."""
+        token (`SIRun` without a drafter)."""
         prompt = check_inputs(self.target, prompt, max_new_tokens)
-        session = self.target_session
-        session.rows(prompt, 1)                                    # prefill, untimed
-        rule = vectorised_rule("greedy" if greedy else "rejection")
-        tokens: list[int] = []
-        trace: list[Event] = []
-        clock = _Clock(self.device)
-        for pos in range(max_new_tokens):
-            began = clock()
-            row = session.rows(prompt + tuple(tokens), 1)[0]       # p(. | committed prefix)
-            trace.append(Event("target", "forward", began, clock(), (pos,)))
-            tokens.append(rule.decide(row, None, None, rng, tuple(tokens)).token)  # x ~ p
-            trace.append(Event("committer", "commit", clock(), clock(), (pos,), "bonus"))
-            if tokens[-1] == self.target.eos:
-                break
-        return Run(tuple(tokens), clock(), tuple(trace),
-                   {"target_forwards": len(tokens), "bonus": len(tokens)})
+        self.target_session.rows(prompt, 1)                        # prefill, untimed
+        return _WallClockSI(self, prompt, max_new_tokens, rng, non_si_config(greedy),
+                            si=False).run()
 
-    # -- SI --------------------------------------------------------------------------------------
     def speculative(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
                     lookahead: int = 3, verify: VerifyRule | Rule = "rejection") -> Run:
         """`dsi_ref.decoders.speculative`, timed: draft ``lookahead`` tokens, one target forward
-        over
-        prefix + drafts, verify left to right (the reference loop, step for step)."""
+        over prefix + drafts, verify left to right (`SIRun`, with cached sessions)."""
         config = SpeculativeConfig(lookahead, verify)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
-        t_session, d_session = self.target_session, self.drafter_session
-        t_session.rows(prompt, 1)                                  # prefill both, untimed
-        d_session.rows(prompt, 1)
-        rule, eos = vectorised_rule(config.verify), self.target.eos
-        stats = dict.fromkeys(("iterations", "drafts", "accepted", "rejected", "bonus",
-                               "target_forwards", "drafter_forwards"), 0)
-        trace: list[Event] = []
-        tokens: list[int] = []
-        done = False
-        clock = _Clock(self.device)
-        while len(tokens) < max_new_tokens and not done:
-            stats["iterations"] += 1
-            start, prefix = len(tokens), prompt + tuple(tokens)
-            m = min(config.lookahead, max_new_tokens - start - 1)  # room for the bonus token
-            # 1. draft m tokens autoregressively
-            drafts: list[int] = []
-            draft_rows: list[Any] = []      # numpy rows
-            for j in range(m):
-                began = clock()
-                row = d_session.rows(prefix + tuple(drafts), 1)[0]
-                trace.append(Event("drafter", "draft", began, clock(), (start + j,)))
-                stats["drafter_forwards"] += 1
-                drafts.append(rule.draft(row, rng, tuple(tokens) + tuple(drafts)))
-                draft_rows.append(row)
-                if drafts[-1] == eos:
-                    break
-            stats["drafts"] += len(drafts)
-            # 2. one target forward over prefix + drafts: p at len(drafts) + 1 positions
-            began = clock()
-            target_rows: Any = t_session.rows(prefix + tuple(drafts), len(drafts) + 1)
-            trace.append(Event("target", "verify" if drafts else "forward", began, clock(),
-                               tuple(range(start, start + len(drafts) + 1))))
-            stats["target_forwards"] += 1
-            # 3. verify left to right; stop at the first rejection (or EOS)
-            rejected = False
-            for j, x in enumerate(drafts):
-                decision = rule.decide(target_rows[j], draft_rows[j], x, rng, tuple(tokens))
-                trace.append(Event("committer", "commit", clock(), clock(), (len(tokens),),
-                                   decision.kind))
-                tokens.append(decision.token)
-                stats["accepted" if decision.accepted else "rejected"] += 1
-                rejected = not decision.accepted
-                done = decision.token == eos
-                if rejected or done:
-                    break
-            # 4. bonus token after the last draft, when every draft was accepted
-            if not (rejected or done):
-                bonus = rule.decide(target_rows[len(drafts)], None, None, rng, tuple(tokens))
-                trace.append(Event("committer", "commit", clock(), clock(), (len(tokens),),
-                                   bonus.kind))
-                tokens.append(bonus.token)
-                stats["bonus"] += 1
-                done = bonus.token == eos
-        return Run(tuple(tokens), clock(), tuple(trace), stats)
+        self.target_session.rows(prompt, 1)                        # prefill both, untimed
+        self.drafter_session.rows(prompt, 1)
+        return _WallClockSI(self, prompt, max_new_tokens, rng, config, si=True).run()
 
     # -- DSI ---------------------------------------------------------------------------------------
     def dsi(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,

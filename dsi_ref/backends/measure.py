@@ -35,7 +35,7 @@ from ..base.errors import BackendError
 from ..base.randomness import Sampler
 from ..sim.params import Contention
 from .engine import Engine
-from .torch_model import BackendLM, SessionLike
+from .torch_session import BackendLM, SessionLike
 
 __all__ = [
     "AcceptanceEstimate",

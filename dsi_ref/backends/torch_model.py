@@ -22,38 +22,36 @@ Shapes of the model (one layer):
   draft is free (the valid length moves back; stale entries are masked until overwritten). Static
   shapes are what lets a forward be captured once as a CUDA graph and replayed.
 
-A `Session` owns one KV cache (and on CUDA one stream and its graphs); several sessions share one
-model's weights, e.g. one per DSI target server. `TorchLM.probs` is the `LanguageModel` seam, with
-a default session; it returns float rows (a float64 softmax).
+The sessions that run these models (KV caches, CUDA streams and graphs, the batched servers) and
+the protocols the engine runs on are in `dsi_ref.backends.torch_session`. `TorchLM.probs` is the
+`LanguageModel` seam, with a default session; it returns float rows (a float64 softmax).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..base.errors import BackendError
 from ..base.validate import check_int
 
+if TYPE_CHECKING:
+    from .torch_session import Session
+
 __all__ = [
     "DTYPES",
+    "MAX_GRAPH_LENGTH",
     "PRESETS",
     "BackendError",
-    "BackendLM",
-    "BatchedSession",
     "KVCache",
     "ModelConfig",
-    "Session",
-    "SessionLike",
     "TorchLM",
     "Transformer",
     "build_pair",
@@ -293,208 +291,6 @@ class Transformer(torch.nn.Module):
         return logits
 
 
-class _Graph:
-    """The forward of one fixed query length, captured as CUDA graphs, one per layer segment
-    (static token, position, hidden-state and logit buffers)."""
-
-    def __init__(self, model: Transformer, cache: KVCache, length: int,
-                 stream: torch.cuda.Stream, pool: Any, segments: int, batch: int = 1) -> None:
-        device = model.embed.device
-        self.tokens = torch.zeros(batch, length, dtype=torch.long, device=device)
-        self.positions = torch.arange(length, device=device) if batch == 1 \
-            else torch.arange(length, device=device).repeat(batch, 1)        # [B, L]
-        bounds = model.segments(segments)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(2):  # warm up kernels (and cuBLAS workspaces) outside the capture
-                model(self.tokens, self.positions, cache)
-        stream.synchronize()
-        self.graphs: list[torch.cuda.CUDAGraph] = []
-        hidden: torch.Tensor | None = None
-        for layers in bounds:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool, stream=stream):
-                hidden = model(self.tokens, self.positions, cache, hidden=hidden, layers=layers)
-            self.graphs.append(graph)
-        assert hidden is not None
-        self.logits = hidden
-
-
-class _DeviceSession:
-    """The device state shared by `Session` and `BatchedSession`: CUDA or not, whether forwards
-    replay CUDA graphs, the layer segments a forward may be stopped between, its own stream on
-    CUDA, the graph pool and the captured graphs."""
-
-    model: Transformer
-    cuda: bool
-    graphs: bool
-    segments: list[tuple[int, int]]
-    stream: torch.cuda.Stream | None
-    _pool: Any
-    _captured: dict[int, _Graph]
-    forwards: int
-
-    def _init_device(self, graphs: bool | None, segments: int, priority: int) -> None:
-        self.cuda = self.model.embed.device.type == "cuda"
-        self.graphs = self.cuda if graphs is None else graphs
-        if self.graphs and not self.cuda:
-            raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
-        check_int("segments", segments, error=BackendError)
-        self.segments = self.model.segments(segments)
-        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
-            self.model.embed.device, priority=priority) if self.cuda else None
-        self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
-        self._captured = {}
-        self.forwards = 0
-
-
-class Session(_DeviceSession):
-    """One KV cache over one model's weights, with the tokens it holds; on CUDA, its own stream
-    and CUDA graphs (so sessions on different threads run concurrently on one GPU).
-
-    Args:
-        lm: the model.
-        graphs: capture forwards as CUDA graphs (default: on CUDA); every power-of-two length up
-            to `MAX_GRAPH_LENGTH` is captured at the first forward, so warm up before timing.
-        priority: CUDA stream priority (lower is more urgent; see ``torch.cuda.Stream``).
-        segments: layer segments per forward; a forward can be preempted between segments
-            (`rows_unless`). 1: not preemptible once started.
-    """
-
-    def __init__(self, lm: TorchLM, *, graphs: bool | None = None, priority: int = 0,
-                 segments: int = 1) -> None:
-        self.lm = lm
-        self.model = lm.model
-        self.cache = self.model.new_cache(1)
-        self.tokens: list[int] = []   # BOS + tokens whose keys/values are valid in the cache
-        self._init_device(graphs, segments, priority)
-        self.preempted = 0
-
-    def reset(self) -> None:
-        """Forget the cached tokens (the next call recomputes from the start)."""
-        self.tokens = []
-
-    def rows(self, context: Sequence[int], count: int = 1) -> np.ndarray:
-        """Next-token distributions [count, V] (float64) after the last ``count`` prefixes of
-        ``context``: after ``context[:len - count + 1]``, ..., after ``context``.
-
-        Reuses the cached keys/values of the longest common prefix with the previous call (so a
-        rejected draft is rolled back by recomputing from where the sequences diverge).
-        """
-        rows = self.rows_unless(context, count, None)
-        assert rows is not None
-        return rows
-
-    def rows_unless(self, context: Sequence[int], count: int,
-                    cancelled: Callable[[], bool] | None) -> np.ndarray | None:
-        """`rows`, or ``None`` when ``cancelled()`` turns true before the forward's last layer
-        segment is launched (checked between segments: real preemption of a running forward,
-        at the granularity of ``segments``)."""
-        seq = self._check(context, count)
-        if self.graphs and not self._captured:
-            self.capture()
-        n = 0
-        limit = min(len(seq), len(self.tokens))
-        while n < limit and seq[n] == self.tokens[n]:
-            n += 1
-        start = min(n, len(seq) - count)            # logits of index j give the row after seq[:j+1]
-        with self._on_stream(), torch.inference_mode():
-            logits = self._forward(seq[start:], start, cancelled)  # [len(seq) - start, V]
-            if logits is None:
-                self.tokens = seq[:start]     # later blocks never saw the new tokens
-                self.preempted += 1
-                return None
-            self.tokens = seq
-            self.forwards += 1
-            probs = torch.softmax(logits[-count:].double(), dim=-1)
-            if probs.device.type == "cpu":
-                return probs.numpy()
-            host = probs.to("cpu", non_blocking=True)
-        assert self.stream is not None
-        self.stream.synchronize()
-        return host.numpy()
-
-    def _check(self, context: Sequence[int], count: int) -> list[int]:
-        seq = [self.lm.bos, *context]
-        if not 1 <= count <= len(seq):
-            raise BackendError(f"count must lie in 1..{len(seq)} for a context of length "
-                               f"{len(seq) - 1}, got {count}")
-        if len(seq) > self.model.config.max_seq_len:
-            raise BackendError(f"{self.lm.name}: sequence of {len(seq)} tokens (BOS included) "
-                               f"exceeds max_seq_len={self.model.config.max_seq_len}; build the "
-                               "model with a larger max_seq_len")
-        return seq
-
-    def _on_stream(self) -> contextlib.AbstractContextManager[Any]:
-        """This session's stream as the current one (nothing on CPU)."""
-        return torch.cuda.stream(self.stream) if self.stream is not None \
-            else contextlib.nullcontext()
-
-    def capture(self) -> None:
-        """Capture the forward of every power-of-two query length up to `MAX_GRAPH_LENGTH` as
-        CUDA graphs (capturing runs the model, so the cache is invalidated)."""
-        if not self.graphs:
-            raise BackendError("this session does not use CUDA graphs")
-        assert self.stream is not None
-        with torch.inference_mode():
-            length = 1
-            while length <= MAX_GRAPH_LENGTH:
-                self._captured[length] = _Graph(self.model, self.cache, length, self.stream,
-                                                 self._pool, len(self.segments))
-                length *= 2
-        self.tokens = []
-
-    def _forward(self, tokens: list[int], start: int,
-                 cancelled: Callable[[], bool] | None) -> torch.Tensor | None:
-        out: list[torch.Tensor] = []
-        step = MAX_GRAPH_LENGTH if self.graphs else len(tokens)
-        for offset in range(0, len(tokens), step):
-            chunk = tokens[offset:offset + step]
-            logits = self._replay(chunk, start + offset, cancelled) if self.graphs \
-                else self._eager(chunk, start + offset, cancelled)
-            if logits is None:
-                return None
-            # a graph's output buffer is overwritten by its next replay: copy all but the last
-            out.append(logits if offset + step >= len(tokens) else logits.clone())
-        return out[0] if len(out) == 1 else torch.cat(out)
-
-    def _eager(self, tokens: list[int], start: int,
-               cancelled: Callable[[], bool] | None) -> torch.Tensor | None:
-        device = self.model.embed.device
-        t = torch.tensor([tokens], dtype=torch.long, device=device)
-        positions = torch.arange(start, start + len(tokens), device=device)
-        hidden: torch.Tensor | None = None
-        for i, layers in enumerate(self.segments):
-            if i and cancelled is not None and cancelled():
-                return None
-            hidden = self.model(t, positions, self.cache, hidden=hidden, layers=layers)
-        assert hidden is not None
-        return hidden[0]
-
-    def _replay(self, tokens: list[int], start: int,
-                cancelled: Callable[[], bool] | None) -> torch.Tensor | None:
-        length = 1 << (len(tokens) - 1).bit_length()    # pad to a captured power of two
-        graph = self._captured[length]
-        assert self.stream is not None
-        padded = tokens + [0] * (length - len(tokens))   # padding writes past the valid length
-        done: list[torch.cuda.Event] = []
-        with torch.cuda.stream(self.stream):
-            graph.tokens.copy_(torch.tensor([padded], dtype=torch.long), non_blocking=True)
-            graph.positions.copy_(torch.arange(start, start + length), non_blocking=True)
-            for i, segment in enumerate(graph.graphs):
-                if i >= 2:      # keep one segment queued ahead: wait for the one before it
-                    done[i - 2].synchronize()
-                if i and cancelled is not None and cancelled():
-                    return None
-                segment.replay()
-                if len(graph.graphs) > 1:
-                    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-                    event.record(self.stream)
-                    done.append(event)
-            logits: torch.Tensor = graph.logits[0, :len(tokens)]
-            return logits
-
-
 #: dtype names accepted wherever a dtype is (the CLI's ``--dtype``).
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16,
                                   "fp32": torch.float32, "fp64": torch.float64}
@@ -527,178 +323,6 @@ def describe_device(device: str) -> str:
     name = torch.cuda.get_device_name(torch.device(device)) \
         if torch.device(device).type == "cuda" else "cpu"
     return f"{name}, torch {torch.__version__}"
-
-
-class BatchedSession(_DeviceSession):
-    """``slots`` sequences in one static cache [layers, slots, ...]: one forward serves every
-    slot that has work. On one GPU, batch-1 forwards are latency-bound, so a forward of a few
-    rows costs about one of a single row; DSI's target servers can then be batch rows
-    (``Engine(batched=True)``) instead of streams that slow each other down.
-
-    Args:
-        lm: the model.
-        slots: number of rows (one per target server).
-        graphs: CUDA graphs (default: on CUDA), one set per query length, for all rows at once.
-        segments: layer segments per forward (preemption points, see `Session`).
-    """
-
-    def __init__(self, lm: TorchLM, slots: int, *, graphs: bool | None = None,
-                 segments: int = 1, priority: int = 0) -> None:
-        check_int("slots", slots, error=BackendError)
-        self.lm, self.model, self.slots = lm, lm.model, slots
-        self.cache = self.model.new_cache(slots)
-        self.tokens: list[list[int]] = [[] for _ in range(slots)]
-        self._init_device(graphs, segments, priority)
-
-    def capture(self) -> None:
-        """Capture every power-of-two query length up to `MAX_GRAPH_LENGTH` for all rows."""
-        assert self.stream is not None
-        with torch.inference_mode():
-            length = 1
-            while length <= MAX_GRAPH_LENGTH:
-                self._captured[length] = _Graph(self.model, self.cache, length, self.stream,
-                                                self._pool, len(self.segments), self.slots)
-                length *= 2
-        self.tokens = [[] for _ in range(self.slots)]
-
-    def rows_batch(self, jobs: dict[int, tuple[Sequence[int], int]],
-                   cancelled: Callable[[], bool] | None = None) -> dict[int, np.ndarray] | None:
-        """For each ``slot: (context, count)``, the rows of `Session.rows` — computed by shared
-        forwards over all slots; ``None`` when ``cancelled()`` turns true between segments."""
-        if self.graphs and not self._captured:
-            self.capture()
-        pending: dict[int, list[int]] = {}
-        starts: dict[int, int] = {}
-        wanted: dict[int, int] = {}
-        for slot, (context, count) in jobs.items():
-            if not 0 <= slot < self.slots:
-                raise BackendError(f"slot {slot} is not one of 0..{self.slots - 1}")
-            seq = [self.lm.bos, *context]
-            if not 1 <= count <= len(seq) or len(seq) > self.model.config.max_seq_len:
-                raise BackendError(f"slot {slot}: count {count} or length {len(seq)} out of "
-                                   f"range (max_seq_len {self.model.config.max_seq_len})")
-            held = self.tokens[slot]
-            n = 0
-            while n < min(len(seq), len(held)) and seq[n] == held[n]:
-                n += 1
-            starts[slot] = min(n, len(seq) - count)
-            pending[slot] = seq
-            wanted[slot] = count
-        out: dict[int, list[torch.Tensor]] = {slot: [] for slot in jobs}
-        device = self.model.embed.device
-        with contextlib.ExitStack() as stack:
-            if self.stream is not None:
-                stack.enter_context(torch.cuda.stream(self.stream))
-            stack.enter_context(torch.inference_mode())
-            offset = dict.fromkeys(jobs, 0)
-            while any(starts[s] + offset[s] < len(pending[s]) for s in jobs):
-                chunks = {s: pending[s][starts[s] + offset[s]:][:MAX_GRAPH_LENGTH] for s in jobs}
-                longest = max(len(c) for c in chunks.values())
-                length = 1 << (longest - 1).bit_length() if self.graphs else longest
-                tokens = [[0] * length for _ in range(self.slots)]
-                positions = []
-                for slot in range(self.slots):
-                    chunk = chunks.get(slot, [])
-                    first = starts[slot] + offset[slot] if slot in jobs \
-                        else len(self.tokens[slot])   # idle row: writes past its valid length
-                    tokens[slot][:len(chunk)] = chunk
-                    positions.append(list(range(first, first + length)))
-                logits = self._run(tokens, positions, cancelled, device)
-                if logits is None:
-                    for slot in jobs:       # later blocks never saw the new tokens
-                        self.tokens[slot] = pending[slot][:starts[slot] + offset[slot]]
-                    return None
-                for slot, chunk in chunks.items():
-                    if chunk:
-                        out[slot].append(logits[slot, :len(chunk)].clone())
-                    offset[slot] += len(chunk)
-            result: dict[int, torch.Tensor] = {}
-            for slot in jobs:
-                self.tokens[slot] = pending[slot]
-                logits_slot = torch.cat(out[slot])[-wanted[slot]:]
-                result[slot] = torch.softmax(logits_slot.double(), dim=-1).to(
-                    "cpu", non_blocking=self.stream is not None)
-            self.forwards += 1
-        if self.stream is not None:
-            self.stream.synchronize()
-        return {slot: rows.numpy() for slot, rows in result.items()}
-
-    def _run(self, tokens: list[list[int]], positions: list[list[int]],
-             cancelled: Callable[[], bool] | None,
-             device: torch.device) -> torch.Tensor | None:
-        length = len(tokens[0])
-        if not self.graphs:
-            t = torch.tensor(tokens, dtype=torch.long, device=device)
-            pos = torch.tensor(positions, dtype=torch.long, device=device)
-            hidden: torch.Tensor | None = None
-            for i, layers in enumerate(self.segments):
-                if i and cancelled is not None and cancelled():
-                    return None
-                hidden = self.model(t, pos, self.cache, hidden=hidden, layers=layers)
-            return hidden
-        graph = self._captured[length]
-        assert self.stream is not None
-        graph.tokens.copy_(torch.tensor(tokens, dtype=torch.long), non_blocking=True)
-        graph.positions.copy_(torch.tensor(positions, dtype=torch.long), non_blocking=True)
-        done: list[torch.cuda.Event] = []
-        for i, segment in enumerate(graph.graphs):
-            if i >= 2:
-                done[i - 2].synchronize()
-            if i and cancelled is not None and cancelled():
-                return None
-            segment.replay()
-            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-            event.record(self.stream)
-            done.append(event)
-        return graph.logits
-
-
-class SessionLike(Protocol):
-    """What the engine and the measurements need of a session (`Session`, or the Hugging Face
-    checkpoint session of `dsi_ref.backends.checkpoint`)."""
-
-    tokens: list[int]
-    forwards: int
-
-    def reset(self) -> None:
-        """Forget the cached tokens."""
-        ...
-
-    def rows(self, context: Sequence[int], count: int = 1) -> np.ndarray:
-        """Next-token rows [count, V] after the last ``count`` prefixes of ``context``."""
-        ...
-
-    def rows_unless(self, context: Sequence[int], count: int,
-                    cancelled: Callable[[], bool] | None) -> np.ndarray | None:
-        """`rows`, or ``None`` when preempted."""
-        ...
-
-
-class BackendLM(Protocol):
-    """A `LanguageModel` that also makes sessions: what `Engine` and `measure` run on."""
-
-    name: str
-    vocab_size: int
-    eos: int | None
-    bos: int
-
-    @property
-    def device(self) -> torch.device:
-        """Where the weights live."""
-        ...
-
-    def session(self, *, graphs: bool | None = None, priority: int = 0,
-                segments: int = 1) -> SessionLike:
-        """A new session (own KV cache) over the model's weights."""
-        ...
-
-    def replica(self, device: str | torch.device) -> BackendLM:
-        """The same model (same weights) on ``device``: one per GPU when servers get their own."""
-        ...
-
-    def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
-        """The next-token distribution after ``prefix``."""
-        ...
 
 
 class TorchLM:
@@ -763,7 +387,10 @@ class TorchLM:
 
     def session(self, *, graphs: bool | None = None, priority: int = 0,
                 segments: int = 1) -> Session:
-        """A new `Session` (own KV cache) over these weights (see `Session` for the options)."""
+        """A new `dsi_ref.backends.torch_session.Session` (own KV cache) over these weights (see
+        it for the options)."""
+        from .torch_session import Session  # the sessions' module builds on this one
+
         return Session(self, graphs=self._graphs if graphs is None else graphs,
                        priority=priority, segments=segments)
 
