@@ -4,9 +4,11 @@
     python3 run.py audit    # create/reuse .venv, install dsi-ref, run `dsi-ref audit`
                             # (`audit --hf` also installs the [torch] extra for the HF audit)
     python3 run.py test     # create/reuse .venv, install dsi-ref[dev], run the test suite
+    python3 run.py docs     # create/reuse .venv, install dsi-ref[docs], build the docs site
+                            # strictly into ./site (`docs --serve` serves it with live reload)
 
 Anything after the command is passed on (`python3 run.py test -m slow`,
-`python3 run.py audit --help`).
+`python3 run.py audit --help`, `python3 run.py docs --serve --dev-addr 127.0.0.1:8001`).
 The virtual environment lives in ./.venv and is reinstalled only when pyproject.toml changes.
 """
 
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
-EXTRAS = {"audit": "plot", "test": "dev,plot,torch"}
+EXTRAS = {"audit": "plot", "test": "dev,plot,torch", "docs": "docs"}
 
 
 def _stamp(extras: str) -> str:
@@ -52,6 +54,16 @@ def ensure_env(extras: str) -> None:
     marker.write_text("\n".join([*have, wanted]) + "\n")
 
 
+def docs(rest: list[str]) -> int:
+    """Build the docs site strictly into ./site, or serve it (``--serve``); mkdocs.yml says how."""
+    serve = "--serve" in rest
+    rest = [arg for arg in rest if arg != "--serve"]
+    mkdocs = [str(PY), "-m", "mkdocs", *(["serve"] if serve else ["build", "--strict"]), *rest]
+    # Material's end-of-life banner is for the maintainers (mkdocs.yml notes it), not every build.
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(mkdocs, cwd=ROOT, env=env).returncode
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in EXTRAS:
         print(__doc__)
@@ -63,6 +75,8 @@ def main(argv: list[str]) -> int:
     ensure_env(extras)
     if command == "audit":
         return subprocess.run([str(BIN / "dsi-ref"), "audit", *rest], cwd=ROOT).returncode
+    if command == "docs":
+        return docs(rest)
     return subprocess.run([str(PY), "-m", "pytest", *rest], cwd=ROOT).returncode
 
 
