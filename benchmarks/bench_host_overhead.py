@@ -133,15 +133,16 @@ def main() -> None:
 def _runners(engine: Engine, prompt: tuple[int, ...], verify: str,
              args: argparse.Namespace) -> dict[str, Callable[[int], dr.Run]]:
     """One run of each algorithm, by seed."""
-    k, sp, n = args.lookahead, args.sp_degree, args.tokens
+    lookahead, sp_degree, n = args.lookahead, args.sp_degree, args.tokens
     return {
         "non-SI": lambda s: engine.autoregressive(prompt, n, dr.Sampler(s),
                                                   greedy=verify == "greedy"),
-        f"SI k={k}": lambda s: engine.speculative(prompt, n, dr.Sampler(s), lookahead=k,
-                                                  verify=verify),  # type: ignore[arg-type]
-        f"DSI k={k} SP={sp}": lambda s: engine.dsi(prompt, n, dr.Sampler(s), lookahead=k,
-                                                   sp_degree=sp,
-                                                   verify=verify),  # type: ignore[arg-type]
+        f"SI k={lookahead}": lambda s: engine.speculative(
+            prompt, n, dr.Sampler(s), lookahead=lookahead,
+            verify=verify),  # type: ignore[arg-type]
+        f"DSI k={lookahead} SP={sp_degree}": lambda s: engine.dsi(
+            prompt, n, dr.Sampler(s), lookahead=lookahead, sp_degree=sp_degree,
+            verify=verify),  # type: ignore[arg-type]
     }
 
 

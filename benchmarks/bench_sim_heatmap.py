@@ -43,9 +43,10 @@ def five_repeat_noise(samples: int, seed: int) -> list[float]:
     for _ in range(samples):
         c = float(rng.choice(np.linspace(0.05, 1, 20)))
         a = float(rng.choice(np.linspace(0.05, 0.95, 19)))
-        k = int(rng.integers(1, 21))
-        exact = dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=1000)
-        mc = dr.simulate_latency("dsi", c=c, a=a, lookahead=k, n_tokens=1000, n_repeats=5, seed=rng)
+        lookahead = int(rng.integers(1, 21))
+        exact = dr.expected_latency("dsi", c=c, a=a, lookahead=lookahead, n_tokens=1000)
+        mc = dr.simulate_latency("dsi", c=c, a=a, lookahead=lookahead, n_tokens=1000,
+                                 n_repeats=5, seed=rng)
         errors.append(abs(mc.mean() / exact - 1))
     return errors
 
@@ -53,11 +54,12 @@ def five_repeat_noise(samples: int, seed: int) -> list[float]:
 def event_columns() -> None:
     a = np.clip(np.linspace(0, 1, 21), 0.01, 0.99)
     for n in (200, 1000):
-        for c, k, sp in [(Fraction(1, 20), 5, 7), (Fraction(1, 2), 2, 7),
+        for c, lookahead, sp_degree in [(Fraction(1, 20), 5, 7), (Fraction(1, 2), 2, 7),
                          (Fraction(1, 100), 20, 2), (Fraction(1, 10), 1, 2)]:
             start = time.perf_counter()
-            dsi_event_grid(SimParams("dsi", c, Fraction(1, 2), k, n, "event", sp), a)
-            print(f"  event column N={n} c={c} k={k} SP={sp}: "
+            dsi_event_grid(SimParams("dsi", c, Fraction(1, 2), lookahead, n, "event", sp_degree),
+                           a)
+            print(f"  event column N={n} c={c} k={lookahead} SP={sp_degree}: "
                   f"{time.perf_counter() - start:.2f} s")
 
 

@@ -21,7 +21,7 @@ if [ -z "${SKIP_PROBE:-}" ]; then
     : > "$OUT/probe.log"   # length 1 first (summarize.py reads that block), then verifications
     for length in ${PROBE_LENGTHS:-1 4 6 9}; do
         python3 benchmarks/concurrency_probe.py --model "$TARGET" --drafter "$DRAFTER" \
-            --length "$length" --forwards 100 --sessions 4 2>&1 | tee -a "$OUT/probe.log"
+            --length "$length" --forwards 100 --sp-degree 4 2>&1 | tee -a "$OUT/probe.log"
     done
 fi
 for verify in ${VERIFY:-rejection greedy}; do

@@ -96,12 +96,14 @@ def shared_rows(path: str, probe_log: str | None) -> tuple[str, list[dict[str, A
     n, tpot = data["new_tokens"], pair["target_tpot_ms"]
     rows = []
     for r in data["results"]:
-        k, sp = r["lookahead"], r["sp_degree"]
-        dsi = float(dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="event",
-                                        sp_degree=sp, contention=contention))
-        si = float(dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n))
+        lookahead, sp_degree = r["lookahead"], r["sp_degree"]
+        dsi = float(dr.expected_latency("dsi", c=c, a=a, lookahead=lookahead, n_tokens=n,
+                                        model="event", sp_degree=sp_degree,
+                                        contention=contention))
+        si = float(dr.expected_latency("si", c=c, a=a, lookahead=lookahead, n_tokens=n))
         ms = r["ms_per_token"]
-        rows.append({"k": k, "sp": sp, "dsi_ms": ms["dsi"], "pred_dsi_ms": dsi / n * tpot,
+        rows.append({"lookahead": lookahead, "sp_degree": sp_degree, "dsi_ms": ms["dsi"],
+                     "pred_dsi_ms": dsi / n * tpot,
                      "dsi/si": r["measured_speedup"]["dsi/si"], "pred dsi/si": si / dsi,
                      "dsi/nonsi": r["measured_speedup"]["dsi/nonsi"],
                      "pred dsi/nonsi": n / dsi,
@@ -124,7 +126,7 @@ def shared_table(path: str, probe_log: str | None) -> str:
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
-            f"| {r['k']} | {r['sp']} | {r['dsi_ms']:.2f} / {r['pred_dsi_ms']:.2f} | "
+            f"| {r['lookahead']} | {r['sp_degree']} | {r['dsi_ms']:.2f} / {r['pred_dsi_ms']:.2f} | "
             f"{r['dsi/si']:.2f} ({r['pred dsi/si']:.2f}; {r['indep dsi/si']:.2f}) | "
             f"{r['dsi/si'] / r['pred dsi/si']:.2f} | {r['dsi/nonsi']:.2f} "
             f"({r['pred dsi/nonsi']:.2f}) | {r['dsi/nonsi'] / r['pred dsi/nonsi']:.2f} |")
@@ -147,12 +149,15 @@ def verify_rows(path: str) -> tuple[str, list[dict[str, Any]]]:
     c, n = pair["drafter_tpot_ms"] / tpot, data["new_tokens"]
     rows = []
     for r in data["results"]:
-        k, sp, v = r["lookahead"], r["sp_degree"], r["verify_cost"]["v"]
-        si = float(dr.expected_latency("si", c=c, a=a, lookahead=k, n_tokens=n, verify_cost=v))
-        dsi = float(dr.expected_latency("dsi", c=c, a=a, lookahead=k, n_tokens=n, model="event",
-                                        sp_degree=sp, contention=contention, verify_cost=v))
+        lookahead, sp_degree, v = r["lookahead"], r["sp_degree"], r["verify_cost"]["v"]
+        si = float(dr.expected_latency("si", c=c, a=a, lookahead=lookahead, n_tokens=n,
+                                       verify_cost=v))
+        dsi = float(dr.expected_latency("dsi", c=c, a=a, lookahead=lookahead, n_tokens=n,
+                                        model="event", sp_degree=sp_degree,
+                                        contention=contention, verify_cost=v))
         ms = r["ms_per_token"]
-        rows.append({"k": k, "sp": sp, "v": v, "ms": ms, "pred_si_ms": si / n * tpot,
+        rows.append({"lookahead": lookahead, "sp_degree": sp_degree, "v": v, "ms": ms,
+                     "pred_si_ms": si / n * tpot,
                      "pred_dsi_ms": dsi / n * tpot,
                      "dsi/si": ms["si"] / ms["dsi"], "pred dsi/si": si / dsi,
                      "dsi/nonsi": ms["nonsi"] / ms["dsi"], "pred dsi/nonsi": n / dsi,
@@ -179,7 +184,8 @@ def verify_table(path: str) -> str:
     for r in rows:
         ms = r["ms"]
         lines.append(
-            f"| {r['k']} | {r['sp']} | {r['v']:.2f} | {ms['nonsi']:.2f} / {ms['si']:.2f} / "
+            f"| {r['lookahead']} | {r['sp_degree']} | {r['v']:.2f} | "
+            f"{ms['nonsi']:.2f} / {ms['si']:.2f} / "
             f"{ms['dsi']:.2f} | {r['pred_si_ms']:.2f} / {r['pred_dsi_ms']:.2f} | "
             f"{r['dsi/si']:.2f} ({r['pred dsi/si']:.2f}) | "
             f"{r['dsi/si'] / r['pred dsi/si']:.2f} | {r['dsi/nonsi']:.2f} "

@@ -67,7 +67,7 @@ def test_the_recorded_predictions_agree_with_the_simulator_and_the_claims() -> N
     # configurations, DSI/non-SI in all but two (0.799 and 0.77: k = 8, SP = 2 and 3)
     assert min(r["dsi/si"] / r["pred dsi/si"] for r in seven_b) >= 0.8
     below = [r for r in seven_b if r["dsi/nonsi"] / r["pred dsi/nonsi"] < 0.8]
-    assert [(r["k"], r["sp"]) for r in below] == [(8, 2), (8, 3)]
+    assert [(r["lookahead"], r["sp_degree"]) for r in below] == [(8, 2), (8, 3)]
     assert min(r["dsi/nonsi"] / r["pred dsi/nonsi"] for r in below) > 0.76
     # the bench's own printed prediction is the one summarize recomputes
     data = json.loads((RESULTS / "run2" / RUN2[0]).read_text())

@@ -147,22 +147,23 @@ class ConcurrencyMeasurement:
 
 
 def measure_concurrency(target: BackendLM, drafter: BackendLM, prompt: Sequence[int],
-                        max_running: int, *, forwards: int = 50,
+                        sp_degree: int, *, forwards: int = 50,
                         length: int = 1) -> ConcurrencyMeasurement:
-    """How much concurrent forwards slow each other down on the device (one device for all).
+    """How much concurrent forwards slow each other down on the device (one device for all),
+    up to ``SP`` = ``sp_degree`` target forwards at once (DSI's servers all busy).
 
-    For ``m = 1 .. max_running``: ``m`` threads, each with its own target session (KV cache,
+    For ``m = 1 .. SP``: ``m`` threads, each with its own target session (KV cache,
     stream, graphs), run ``forwards`` forwards of ``length`` query tokens after ``prompt`` at
-    once; ``t(m)`` = wall time / ``forwards``. Then for ``m = 0 .. max_running``: ``forwards``
+    once; ``t(m)`` = wall time / ``forwards``. Then for ``m = 0 .. SP``: ``forwards``
     drafter forwards (one token) while ``m`` target threads keep running. Sessions are warmed up
     (graphs captured, prompt cached) before any timing.
     """
-    if max_running < 1 or forwards < 1 or length < 1:
-        raise BackendError(f"need max_running, forwards and length >= 1, got {max_running}, "
+    if sp_degree < 1 or forwards < 1 or length < 1:
+        raise BackendError(f"need sp_degree, forwards and length >= 1, got {sp_degree}, "
                            f"{forwards} and {length}")
     _check_pair(target, drafter)
     context = tuple(prompt) + (1,) * length
-    sessions = [target.session() for _ in range(max_running)]
+    sessions = [target.session() for _ in range(sp_degree)]
     # the drafter's stream is the more urgent one, as in `Engine`
     drafter_session = drafter.session(priority=-1 if drafter.device.type == "cuda" else 0)
     for session in sessions:
@@ -199,9 +200,9 @@ def measure_concurrency(target: BackendLM, drafter: BackendLM, prompt: Sequence[
                 thread.join()
         return elapsed
 
-    target_ms = tuple(run(m, forwards, None) / forwards * 1e3 for m in range(1, max_running + 1))
+    target_ms = tuple(run(m, forwards, None) / forwards * 1e3 for m in range(1, sp_degree + 1))
     drafter_ms = tuple(run(m, None, threading.Event()) / forwards * 1e3
-                       for m in range(max_running + 1))
+                       for m in range(sp_degree + 1))
     return ConcurrencyMeasurement(target_ms, drafter_ms, length, forwards)
 
 
