@@ -86,6 +86,23 @@ def test_heatmap_command_writes_csv_summary_and_png(tmp_path: Path) -> None:
                                       "dsi_vs_baseline"}
 
 
+@pytest.mark.parametrize(("flags", "lookahead_set"), [
+    ([], "quirks"), (["--si-lookahead-set", "fair"], "fair"), (["--fair"], "fair"),
+    (["--model", "paper", "--paper-quirks"], "quirks"),
+    (["--si-lookahead-set", "quirks"], "quirks"),
+])
+def test_heatmap_command_names_sis_lookahead_set_by_its_flag_or_a_shortcut(
+        tmp_path: Path, flags: list[str], lookahead_set: str) -> None:
+    assert main(["heatmap", "--ndim", "2", "--n-tokens", "6", "--out", str(tmp_path),
+                 "--no-progress", "--no-plot", *flags]) == 0
+    label = f"paper_sp7_{lookahead_set}_ndim2"
+    summary = json.loads((tmp_path / f"heatmap_{label}_summary.json").read_text())
+    assert summary["spec"]["si_lookahead_set"] == lookahead_set
+    assert "si_lookahead" in (tmp_path / f"heatmap_{label}.csv").read_text().splitlines()[0]
+    with pytest.raises(SystemExit):     # one policy at a time
+        main(["heatmap", "--fair", "--si-lookahead-set", "quirks", "--out", str(tmp_path)])
+
+
 def test_heatmap_command_sweeps_sp_for_the_event_model(tmp_path: Path) -> None:
     assert main(["heatmap", "--model", "event", "--ndim", "2", "--n-tokens", "8",
                  "--sp-degree", "1", "3", "--out", str(tmp_path), "--no-progress"]) == 0
