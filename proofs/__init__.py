@@ -3,8 +3,7 @@ counterexample) or UNKNOWN (never counted as proved).
 
 `proofs.solver` holds the one solver factory and the sympy → z3 translation, `proofs.core` the
 `Theorem` object and `prove`, `proofs.theorems` the catalogue, `proofs.verdict_table` the verdict
-table
-printed by ``python -m proofs`` and by the ``theorems`` section of ``dsi-ref audit``.
+table printed by ``python -m proofs`` and by the ``theorems`` section of ``dsi-ref audit``.
 Imports `theory`, sympy and z3 only.
 """
 

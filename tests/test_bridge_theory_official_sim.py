@@ -1,6 +1,6 @@
 """Bridge: the official offline simulator's DSI semantics (docs/paper.md, "DSI in the official
-offline
-simulator"), hand-coded here as a tiny seeded Monte Carlo, against `theory`'s renewal limits.
+offline simulator"), hand-coded here as a tiny seeded Monte Carlo, against `theory`'s renewal
+limits.
 
 The simulator draws windows of ``k`` drafts, each accepted i.i.d. with probability ``a``; a
 segment is the fully accepted windows plus the first window with a rejection; it yields

@@ -1,7 +1,6 @@
-"""Every public function and class of the packages is documented (docs/design.md: docstrings with
-the
-paper's notation). Public = listed in the module's ``__all__`` (or, without one, not starting
-with an underscore and defined in that module)."""
+"""Every public function and class of the packages is documented (docs/design.md: docstrings
+with the paper's notation). Public = listed in the module's ``__all__`` (or, without one, not
+starting with an underscore and defined in that module)."""
 
 from __future__ import annotations
 

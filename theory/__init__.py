@@ -1,12 +1,10 @@
 """The analytic model: closed forms for non-SI, SI and DSI latency (sympy only).
 
 Notation (docs/paper.md, `theory.symbols`): acceptance rate ``a``, drafter cost ``c`` (target
-forward
-= 1), lookahead ``k``, servers ``SP``, tokens ``N``. `theory.si_latency` holds non-SI and SI,
-`theory.dsi_latency` the paper model of DSI (the official simulator, with and without its
-per-segment
-min) and the event model (docs/dsi-semantics.md) where closed forms exist. This package never
-imports ``dsi_ref``: tests compare the two (tests/test_bridge_theory_*.py).
+forward = 1), lookahead ``k``, servers ``SP``, tokens ``N``. `theory.si_latency` holds non-SI and
+SI, `theory.dsi_latency` the paper model of DSI (the official simulator, with and without its
+per-segment min) and the event model (docs/dsi-semantics.md) where closed forms exist. This
+package never imports ``dsi_ref``: tests compare the two (tests/test_bridge_theory_*.py).
 """
 
 from .dsi_latency import (

@@ -1,9 +1,8 @@
 """Closed forms for non-SI and SI (speculative inference, Leviathan et al. 2023; docs/paper.md).
 
-Model (docs/paper.md, "SI and non-SI"): one SI iteration drafts ``m`` tokens (cost ``m·c``), runs
-one
-target forward (cost ``1``) and commits ``X + 1`` tokens, where ``X = min(G, m)`` counts the
-accepted drafts and ``P(G ≥ j) = a^j`` (each draft accepted i.i.d. with probability ``a``, up to
+Model (docs/paper.md, "SI and non-SI"): one SI iteration drafts ``m`` tokens (cost ``m·c``),
+runs one target forward (cost ``1``) and commits ``X + 1`` tokens, where ``X = min(G, m)`` counts
+the accepted drafts and ``P(G ≥ j) = a^j`` (each draft accepted i.i.d. with probability ``a``, up to
 the first rejection). Away from the end ``m = k``; the last iteration drafts only
 ``min(k, remaining − 1)`` (there must be room for the bonus/residual token).
 

@@ -9,11 +9,10 @@ at the next one, until every path is explored; probabilities multiply as `Fracti
   a witness: the path to the choice, the two options and the laws they lead to. Hence the law is
   only defined for schedule-robust programs, and computing it proves robustness (for every
   scheduler that sees the whole history: the strongest adversary; `dsi_ref.audit.schedulers`
-  restricts
-  what the scheduler may see).
-* Keyed draws (see `dsi_ref.base.randomness`) share one uniform per key: the enumerator keeps, per
-  key,
-  the interval of ``u`` that the earlier draws left possible, and branches on sub-intervals.
+  restricts what the scheduler may see).
+* Keyed draws (see `dsi_ref.base.randomness`) share one uniform per key: the enumerator keeps,
+  per key, the interval of ``u`` that the earlier draws left possible, and branches on
+  sub-intervals.
 * ``merge_point(state)`` calls made by decoders let paths that reach the same state share the
   law of their continuation (dynamic programming instead of path enumeration).
 

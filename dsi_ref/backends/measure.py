@@ -1,11 +1,11 @@
 """The paper's measurements on torch models: TTFT/TPOT, and acceptance rates of a pair.
 
-Protocol (docs/paper.md, "Measurement protocol used by the authors"): batch 1, greedy; warm-up
-first;
-TTFT = one synchronised forward over the prompt; TPOT = (generate time − TTFT)/(new tokens − 1);
-mean and spread over N prompts. Forwards go through the same `Session.rows` call that the
-execution engine uses (CUDA graph replay, float64 softmax, the row copied to the host), so the
-measured latencies are the ones the engine pays per forward.
+Protocol (docs/paper.md, "Measurement protocol used by the authors"): batch 1, greedy;
+warm-up first; TTFT = one synchronised forward over the prompt;
+TPOT = (generate time − TTFT)/(new tokens − 1); mean and spread over N prompts. Forwards go
+through the same `Session.rows` call that the execution engine uses (CUDA graph replay, float64
+softmax, the row copied to the host), so the measured latencies are the ones the engine pays per
+forward.
 
 Acceptance rates:
 

@@ -3,9 +3,8 @@
 A cost is a positive constant (`Fraction` for exact work, or float) or a small discrete law
 ``{value: probability}``; random costs are drawn through ``rng`` (so the exact interpreter covers
 them). ``*_first`` is the cost of a model's first forward in a run (TTFT, the prefill over the
-prompt); later forwards cost the plain value (TPOT). docs/paper.md notation: the drafter forward
-costs
-``c`` (0 < c ≤ 1 in the paper's regime), the target forward ``1``.
+prompt); later forwards cost the plain value (TPOT). docs/paper.md notation: the drafter
+forward costs ``c`` (0 < c ≤ 1 in the paper's regime), the target forward ``1``.
 """
 
 from __future__ import annotations
