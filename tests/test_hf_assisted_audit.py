@@ -43,11 +43,12 @@ def _assert_lossless(report: dr.StatisticalReport, what: str) -> None:
 
 @pytest.mark.statistical
 def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
-    # Fast variant: HF's default assistant settings, vocabulary 4, 3 new tokens,
-    # power >= 0.99 against every law at TV >= 0.1.
-    config = HFAuditConfig()
-    report = audit_hf_assisted(config)
-    assert report.alternative == "every law at TV >= 0.1"
+    # Fast variant: HF's default assistant settings, vocabulary 4, 3 new tokens, power >= 0.99
+    # against every law at TV >= 0.2 (1,064 samples; the plain-sampling control below states the
+    # same alternative). The same settings at TV >= 0.1 (4,192 samples, the library default)
+    # and TV >= 0.05 (16,640) are the slow ``eps0.1`` and ``eps0.05`` cases below.
+    report = audit_hf_assisted(HFAuditConfig(epsilon=0.2))
+    assert report.alternative == "every law at TV >= 0.2"
     _assert_lossless(report, "HF assisted generation (default assistant settings)")
 
 
@@ -85,8 +86,9 @@ def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via
 @pytest.mark.parametrize("settings", [
     {"num_assistant_tokens": 2, "schedule": "constant", "confidence_threshold": 0.0},
     {"num_assistant_tokens": 1, "schedule": "heuristic", "confidence_threshold": 0.0},
+    {"epsilon": 0.1},
     {"epsilon": 0.05},
-], ids=["k2-no-threshold", "heuristic", "eps0.05"])
+], ids=["k2-no-threshold", "heuristic", "eps0.1", "eps0.05"])
 def test_hf_assisted_generation_is_lossless_in_more_settings(settings: dict[str, object]) -> None:
     report = audit_hf_assisted(HFAuditConfig(**settings))  # type: ignore[arg-type]
     _assert_lossless(report, f"HF assisted generation {settings}")
