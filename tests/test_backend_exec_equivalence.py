@@ -51,6 +51,11 @@ def engine(pair: tuple[TorchLM, TorchLM]) -> Engine:
         yield eng  # type: ignore[misc]
 
 
+def _shape(run: dr.Run) -> list[tuple[str, str, tuple[int, ...], str]]:
+    """The trace without its times (virtual units in the reference, seconds in the engine)."""
+    return [(e.resource, e.kind, e.positions, e.note) for e in run.trace]
+
+
 @pytest.mark.parametrize("greedy", [False, True])
 def test_engine_autoregressive_commits_the_reference_tokens(
         pair: tuple[TorchLM, TorchLM], engine: Engine, greedy: bool) -> None:
@@ -59,6 +64,8 @@ def test_engine_autoregressive_commits_the_reference_tokens(
         ref = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed), greedy=greedy)
         real = engine.autoregressive(PROMPT, N, dr.Sampler(seed), greedy=greedy)
         assert real.tokens == ref.tokens
+        assert dict(real.stats) == dict(ref.stats)
+        assert _shape(real) == _shape(ref)
         assert real.time > 0
 
 
@@ -75,6 +82,7 @@ def test_engine_speculative_commits_the_reference_tokens_and_counts(
         assert real.tokens == ref.tokens
         assert dict(real.stats) == dict(ref.stats)
         assert decision_kinds(real) == decision_kinds(ref)
+        assert _shape(real) == _shape(ref)   # the same forwards and commits, in the same order
 
 
 @pytest.mark.parametrize("verify", ["exact_match", "greedy"])

@@ -12,9 +12,9 @@ from functools import partial
 
 import pytest
 
-from dsi_ref.audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, Mutant, _buggy_speculative, hunt
+from dsi_ref.audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, Mutant, _si_variant, hunt
 from dsi_ref.decoders.dsi import dsi
-from dsi_ref.decoders.speculative import speculative
+from dsi_ref.decoders.speculative import SIRun, speculative
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
@@ -61,7 +61,7 @@ def test_equivalent_mutants_are_not_flagged_because_they_are_lossless(name: str)
     assert hunt(EQUIVALENT_MUTANTS[name]) is None
 
 
-def test_the_buggy_si_skeleton_without_a_bug_is_lossless() -> None:
-    """The SI loop the structural mutants are built on is correct (EOS included) when no bug is
-    switched on, so each kill is due to the mutant's own bug."""
-    assert hunt(Mutant("skeleton", "none", _buggy_speculative("none"), "speculative")) is None
+def test_the_si_variant_without_an_override_is_lossless() -> None:
+    """The structural SI mutants are `SIRun` subclasses run by `_si_variant`; with no step
+    overridden it is correct (EOS included), so each kill is due to the mutant's own step."""
+    assert hunt(Mutant("skeleton", "none", _si_variant(SIRun), "speculative")) is None

@@ -4,17 +4,17 @@ A decoder that is wrong must fail loudly. Every mutant here reproduces the patte
 speculative-decoding code; the test suite fails if any of them passes the exact audit, and
 ``dsi-ref audit`` reports how many were killed and the witness sequence of each.
 
-Three kinds of mutation:
+Three kinds of mutation, each overriding one step of a correct decoder:
 
 * a verification rule with one step changed (a subclass of `RejectionSampling` passed as
   ``verify=`` to the correct `speculative`);
-* the SI loop with one structural bug (`_buggy_speculative`);
+* SI with one structural step changed (a subclass of `SIRun`: the verify loop, the bonus token);
 * DSI with one orchestration rule changed (a subclass of `DSIRun`), or DSI replaced by a race.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -25,9 +25,9 @@ from ..base.models import LanguageModel, Number
 from ..base.randomness import Key, Randomness
 from ..base.result import Run
 from ..decoders.autoregressive import autoregressive
-from ..decoders.common import Recorder, check_inputs, model_probs
-from ..decoders.dsi import DSIConfig, DSIRun, _Task
-from ..decoders.speculative import STATS, speculative
+from ..decoders.common import check_inputs, model_probs
+from ..decoders.dsi import DSIConfig, DSIRun, Task
+from ..decoders.speculative import SIRun, SpeculativeConfig, speculative
 from ..decoders.verification import RejectionSampling, argmax, residual
 from .exact import Witness
 from .laws import check_lossless
@@ -164,64 +164,64 @@ def _with_rule(rule: RejectionSampling) -> Callable[..., Run]:
     return decoder
 
 
-# -- the SI loop with one structural bug ---------------------------------------------------------
+# -- SI with one structural step wrong ------------------------------------------------------------
 
 
-def _buggy_speculative(bug: str) -> Callable[..., Run]:
-    """SI (rejection sampling) with one of: ``"no-break"``, ``"bonus-from-q"``,
-    ``"bonus-off-by-one"``, ``"stale-target-probs"``, or ``"no-bonus"`` (an equivalent mutant:
-    drafts up to the budget and never draws a bonus token — slower, not wrong)."""
-    rule = RejectionSampling()
+class _NoBreakAfterRejection(SIRun):
+    def verify(self) -> bool:
+        every_accepted = True
+        for j in range(len(self.drafts)):
+            # BUG: keeps verifying the later drafts after a rejection
+            every_accepted = self.commit(self.target_rows[j], j).accepted and every_accepted
+            if self.done:
+                return False
+        return every_accepted
 
+
+class _BonusFromDrafter(SIRun):
+    def bonus(self) -> None:
+        # BUG: the bonus token is drawn from the drafter
+        self.commit(self.model_rows("drafter", self.context, 1)[0])
+
+
+class _BonusOffByOne(SIRun):
+    def bonus(self) -> None:
+        # BUG: p of the last draft's position instead of the position after it
+        self.commit(self.target_rows[max(len(self.drafts) - 1, 0)])
+
+
+class _StaleTargetProbs(SIRun):
+    stale: Sequence[Number] | None = None  # p after the last rejection, computed on its draft
+
+    def verify(self) -> bool:
+        if self.stale is not None:  # BUG: p at the first position comes from the old forward
+            self.target_rows = (self.stale, *self.target_rows[1:])
+            self.stale = None
+        start = len(self.tokens)
+        every_accepted = super().verify()
+        if not (every_accepted or self.done):  # rejected at position len(tokens) - 1
+            self.stale = self.target_rows[len(self.tokens) - start]
+        return every_accepted
+
+    def state(self) -> Hashable:
+        return (super().state(), self.stale)
+
+
+class _NoBonus(SIRun):
+    def window(self) -> int:
+        return min(self.lookahead, self.n - len(self.tokens))  # drafts up to the budget ...
+
+    def bonus(self) -> None:
+        return  # ... and never draws a bonus token
+
+
+def _si_variant(cls: type[SIRun]) -> Callable[..., Run]:
     def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
                 max_new_tokens: int, rng: Randomness, lookahead: int = 2,
-                latency: Latency | None = None, **_: Any) -> Run:
+                latency: Latency | None = None, **kwargs: Any) -> Run:
+        config = SpeculativeConfig(lookahead, latency=latency or Latency(), **kwargs)
         prompt = check_inputs(target, prompt, max_new_tokens, drafter)
-        rec = Recorder(latency or Latency(), STATS)
-        eos = target.eos
-        tokens: list[int] = []
-        stale: tuple[Number, ...] | None = None
-        done = False
-        while len(tokens) < max_new_tokens and not done:
-            prefix = prompt + tuple(tokens)
-            # "no-bonus" leaves no room for a bonus token: it drafts up to the budget
-            m = min(lookahead, max_new_tokens - len(tokens) - (bug != "no-bonus"))
-            drafts: list[int] = []
-            rows: list[tuple[Number, ...]] = []
-            for _j in range(m):
-                rows.append(model_probs(drafter, prefix + tuple(drafts)))
-                drafts.append(rule.draft(rows[-1], rng, tuple(tokens) + tuple(drafts)))
-                if drafts[-1] == eos:  # nothing is drafted past EOS
-                    break
-            target_rows = [model_probs(target, prefix + tuple(drafts[:j]))
-                           for j in range(len(drafts) + 1)]
-            if stale is not None:  # BUG: p at the first position comes from the old forward
-                target_rows[0], stale = stale, None
-            rec.forward("target", "verify", (), rng)
-            accepted_all = True
-            for j, x in enumerate(drafts):
-                decision = rule.decide(target_rows[j], rows[j], x, rng, tuple(tokens))
-                tokens.append(decision.token)
-                done = decision.token == eos
-                if not decision.accepted:
-                    accepted_all = False
-                    if bug == "stale-target-probs" and j + 1 < len(target_rows):
-                        stale = target_rows[j + 1]  # computed on the rejected draft
-                    if bug != "no-break":  # BUG "no-break": keeps verifying the later drafts
-                        break
-                if done:
-                    break
-            if accepted_all and not done and bug != "no-bonus":
-                if bug == "bonus-from-q":  # BUG: the bonus token is drawn from the drafter
-                    row = model_probs(drafter, prefix + tuple(drafts))
-                elif bug == "bonus-off-by-one" and drafts:  # BUG: p of the last draft's position
-                    row = target_rows[len(drafts) - 1]
-                else:
-                    row = target_rows[len(drafts)]
-                tokens.append(rule.bonus(row, rng, tuple(tokens)))
-                done = tokens[-1] == eos
-        return rec.result(tokens[:max_new_tokens])
-
+        return cls(target, drafter, prompt, max_new_tokens, rng, config).run()
     return decoder
 
 
@@ -229,7 +229,7 @@ def _buggy_speculative(bug: str) -> Callable[..., Run]:
 
 
 class _CommitsPreempted(DSIRun):
-    def preempt(self, task: _Task, why: str) -> None:
+    def preempt(self, task: Task, why: str) -> None:
         if why.startswith(("rejected", "bonus")):
             return  # BUG: "preempted" tasks keep running and their p (stale context) is used
         super().preempt(task, why)
@@ -243,12 +243,12 @@ class _StaleRowsAfterRejection(DSIRun):
 
 
 class _FrontierResultMisrouted(DSIRun):
-    def preempt(self, task: _Task, why: str) -> None:
+    def preempt(self, task: Task, why: str) -> None:
         if why == "frontier moved":
             return  # BUG: the stale frontier forward is left running ...
         super().preempt(task, why)
 
-    def target_rows(self, task: _Task) -> dict[int, tuple[Number, ...]]:
+    def target_rows(self, task: Task) -> dict[int, tuple[Number, ...]]:
         if task.frontier and task.first < self.frontier:
             # ... and its p, computed for an earlier frontier, is routed to the current one: the
             # response is matched by server, not by the position it was requested for
@@ -258,7 +258,7 @@ class _FrontierResultMisrouted(DSIRun):
 
 
 class _LogitsOffByOne(DSIRun):
-    def target_rows(self, task: _Task) -> dict[int, tuple[Number, ...]]:
+    def target_rows(self, task: Task) -> dict[int, tuple[Number, ...]]:
         # BUG: the row for position j > first is read at index j - 1 of the task's logits (the
         # classic `logits[:, -k:]` vs `logits[:, -k-1:-1]` slip): p(. | context[:j-1]) is used
         return {position: model_probs(self.target, self.prompt
@@ -339,13 +339,13 @@ def _mutants() -> dict[str, Mutant]:
         ("accept-wrong-side-at-ties", "u <= p/q instead of u < p/q with a coarse uniform",
          _with_rule(_WrongSideAtTies()), "speculative"),
         ("no-break-after-rejection", "keeps verifying drafts after the first rejection",
-         _buggy_speculative("no-break"), "speculative"),
+         _si_variant(_NoBreakAfterRejection), "speculative"),
         ("bonus-from-q", "the bonus token is drawn from the drafter",
-         _buggy_speculative("bonus-from-q"), "speculative"),
+         _si_variant(_BonusFromDrafter), "speculative"),
         ("bonus-off-by-one", "the bonus token uses p of the last draft's position",
-         _buggy_speculative("bonus-off-by-one"), "speculative"),
+         _si_variant(_BonusOffByOne), "speculative"),
         ("stale-target-probs", "after a rejection, verifies against p computed on the "
-         "rejected draft", _buggy_speculative("stale-target-probs"), "speculative"),
+         "rejected draft", _si_variant(_StaleTargetProbs), "speculative"),
         ("dsi-commits-preempted", "DSI commits with p from a task built on a rejected draft",
          _dsi_variant(_CommitsPreempted), "dsi"),
         ("dsi-stale-rows", "DSI keeps p computed on a rejected draft after the rejection",
@@ -373,7 +373,7 @@ MUTANTS: dict[str, Mutant] = _mutants()
 EQUIVALENT_MUTANTS: dict[str, Mutant] = {
     m.name: m for m in (
         Mutant("no-bonus", "never draws a bonus token: drafts up to the budget instead",
-               _buggy_speculative("no-bonus"), "speculative"),
+               _si_variant(_NoBonus), "speculative"),
         Mutant("dsi-keeps-draft-after-bonus", "DSI keeps the draft in flight after a bonus "
                "token and verifies it (with its own q) at the next position",
                _dsi_variant(_KeepsDraftAfterBonus), "dsi"),

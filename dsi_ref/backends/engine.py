@@ -50,7 +50,7 @@ from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..decoders.autoregressive import non_si_config
 from ..decoders.common import check_inputs
-from ..decoders.dsi import DSIConfig, DraftForward, DSIRun, QueuePolicy, Task
+from ..decoders.dsi import DraftForward, DSIConfig, DSIRun, QueuePolicy, Task
 from ..decoders.speculative import ModelName, Rows, SIRun, SpeculativeConfig
 from ..decoders.verification import Rule, VerifyRule
 from .torch_model import TorchLM, canonical_device

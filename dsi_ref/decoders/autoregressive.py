@@ -1,4 +1,9 @@
-"""Non-speculative sampling ("non-SI"): one target forward per generated token."""
+"""Non-speculative sampling ("non-SI"): one target forward per generated token.
+
+Non-SI is SI with an empty window: each iteration of `dsi_ref.decoders.speculative.SIRun` without
+a drafter is one target forward and one bonus token (a token drawn from ``p`` with no draft, the
+glossary's bonus), so the loop is written once, there.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,16 @@ from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Randomness
 from ..base.result import Run
-from .common import Recorder, check_inputs, merge_hint, model_probs
-from .verification import VerifyRule, decide
+from .common import check_inputs
+from .speculative import SIRun, SpeculativeConfig
 
-__all__ = ["autoregressive"]
+__all__ = ["autoregressive", "non_si_config"]
+
+
+def non_si_config(greedy: bool, latency: Latency | None = None) -> SpeculativeConfig:
+    """The configuration of a non-SI `SIRun` (no drafter): with no draft, every rule but greedy
+    samples ``p``, and greedy takes ``argmax p`` (the lookahead is unused)."""
+    return SpeculativeConfig(1, "greedy" if greedy else "rejection", latency or Latency())
 
 
 def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
@@ -23,21 +34,4 @@ def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens:
     forward (``latency.target_first`` for the first: TTFT + (N − 1)·TPOT in all).
     """
     prompt = check_inputs(target, prompt, max_new_tokens)
-    rec = Recorder(latency or Latency(), ("target_forwards", "bonus"))
-    hint = merge_hint(rng)
-    tokens: list[int] = []
-    # with no draft, every rule but greedy samples p; greedy takes argmax p
-    rule: VerifyRule = "greedy" if greedy else "rejection"
-    for pos in range(max_new_tokens):
-        if hint:
-            hint(rec.state(tokens), entry=pos == 0, committed=tuple(tokens))
-        row = model_probs(target, prompt + tuple(tokens))        # p(· | committed prefix)
-        rec.forward("target", "forward", (pos,), rng)
-        rec.stats["target_forwards"] += 1
-        token = decide(rule, row, None, None, rng, tuple(tokens)).token   # x_pos ~ p
-        tokens.append(token)
-        rec.stats["bonus"] += 1
-        rec.commit((pos,), "bonus")  # a token drawn from p with no draft (the glossary's bonus)
-        if token == target.eos:
-            break
-    return rec.result(tokens)
+    return SIRun(target, None, prompt, max_new_tokens, rng, non_si_config(greedy, latency)).run()

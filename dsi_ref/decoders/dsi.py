@@ -29,7 +29,7 @@ from ..base.validate import check_int
 from .common import check_inputs, merge_hint, model_probs
 from .verification import Rule, VerifyRule, as_rule
 
-__all__ = ["DSIConfig", "DSIRun", "dsi"]
+__all__ = ["DSIConfig", "DSIRun", "DraftForward", "Task", "dsi"]
 
 QueuePolicy = Literal["fifo", "lifo", "any"]
 QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fifo", "lifo", "any")
@@ -82,8 +82,20 @@ class DSIConfig:
 
 
 @dataclass(eq=False)
-class _Task:
-    """A target forward: supplies p at positions first..last, built on drafts first..last-1."""
+class Task:
+    """A target forward, queued or running: it supplies ``p`` at positions ``first..last``,
+    built on the drafts at ``first..last-1`` (a verification task), or ``p`` at the frontier
+    alone (``frontier``: the frontier task).
+
+    Attributes:
+        id: the task's number in submit order (names it in trace labels).
+        first, last: the positions it supplies ``p`` at.
+        context: the generated tokens before ``last`` (committed + drafts) it was built on.
+        frontier: whether it is the frontier task.
+        submitted: when it was submitted.
+        server, start, end: where and when it runs (``None`` while queued; a wall-clock engine
+            leaves ``end`` unknown until the forward returns).
+    """
 
     id: int
     first: int
@@ -97,17 +109,21 @@ class _Task:
 
     @property
     def label(self) -> str:
+        """How the trace names the task, e.g. ``task#3(verify 4..6)``."""
         kind = "frontier" if self.frontier else "verify"
         return f"task#{self.id}({kind} {self.first}..{self.last})"
 
     def key(self) -> tuple[object, ...]:
+        """The task's fields as a hashable tuple (for `DSIRun.state`)."""
         return (self.id, self.first, self.last, self.context, self.frontier, self.submitted,
                 self.server, self.start, self.end)
 
 
 @dataclass(eq=False)
-class _Draft:
-    """The drafter's forward in flight for ``position``."""
+class DraftForward:
+    """The drafter's forward in flight for ``position``, from ``start`` to ``end``: ``row`` is
+    ``q`` there, and ``token`` the draft when it is sampled at the start (content visible in
+    flight), else ``None`` until the forward completes."""
 
     position: int
     start: Time
@@ -117,17 +133,21 @@ class _Draft:
 
     @property
     def label(self) -> str:
+        """How the trace and the schedulers name the forward."""
         token = "" if self.token is None else f", token {self.token}"
         return f"drafter(position {self.position}{token})"
 
     def key(self) -> tuple[object, ...]:
+        """The forward's fields as a hashable tuple (for `DSIRun.state`)."""
         return (self.position, self.start, self.end, self.token)
 
 
 class DSIRun:
     """One run of DSI: the state of the event loop and the rules that change it.
 
-    Public so that variants (the zoo's mutants) can override one rule; use `dsi` to run it.
+    Public so that variants override one rule (the zoo's mutants) or the event loop (the torch
+    engine's `dsi_ref.backends.engine`); use `dsi` to run it. Its target forwards are `Task`
+    objects and the drafter's forward in flight a `DraftForward`.
     """
 
     def __init__(self, target: LanguageModel, drafter: LanguageModel, prompt: tuple[int, ...],
@@ -141,12 +161,12 @@ class DSIRun:
         self.drafts: list[int] = []                 # speculative tokens at F, F+1, ...
         self.draft_rows: list[tuple[Number, ...]] = []
         self.window_start = 0                       # first position of the current window
-        self.drafting: _Draft | None = None
+        self.drafting: DraftForward | None = None
         self.drafter_first = True
-        self.tasks: list[_Task] = []                # queued or running
-        self.queue: list[_Task] = []                # waiting verification tasks, in submit order
-        self.frontier_waiting: _Task | None = None  # SP = 1: frontier task waiting for the server
-        self.busy: list[_Task | None] = [None] * config.sp_degree
+        self.tasks: list[Task] = []                # queued or running
+        self.queue: list[Task] = []                # waiting verification tasks, in submit order
+        self.frontier_waiting: Task | None = None  # SP = 1: frontier task waiting for the server
+        self.busy: list[Task | None] = [None] * config.sp_degree
         self.server_first = [True] * config.sp_degree
         self.supplied: dict[int, tuple[Number, ...]] = {}  # p(. | committed prefix) by position
         self.trace: list[Event] = []
@@ -180,9 +200,9 @@ class DSIRun:
         self.drafter_first = False
         token = (self.rule.draft(row, self.rng, context)
                  if self.cfg.sample_drafts_at == "start" else None)
-        self.drafting = _Draft(position, self.now, self.now + cost, token, row)
+        self.drafting = DraftForward(position, self.now, self.now + cost, token, row)
 
-    def finish_draft(self, d: _Draft) -> None:
+    def finish_draft(self, d: DraftForward) -> None:
         """Deliver a draft ``x ~ q``; submit a verification task when its window is full (or at
         position ``N - 1``, or at an EOS draft); draft on."""
         context = self.spec()
@@ -210,7 +230,7 @@ class DSIRun:
     def submit(self, first: int, last: int, frontier: bool = False) -> None:
         """Submit a target forward supplying ``p`` at ``first..last`` over the current
         speculative sequence (the frontier task goes to server 0 when ``SP >= 2``)."""
-        task = _Task(self.next_id, first, last, self.spec()[:last], frontier, self.now)
+        task = Task(self.next_id, first, last, self.spec()[:last], frontier, self.now)
         self.next_id += 1
         self.stats["frontier_tasks" if frontier else "tasks"] += 1
         if frontier and self.cfg.sp_degree >= 2:
@@ -247,7 +267,7 @@ class DSIRun:
                 return
             self.run_on(task, free[0])
 
-    def run_on(self, task: _Task, server: int) -> None:
+    def run_on(self, task: Task, server: int) -> None:
         """Start ``task`` on ``server`` now (TTFT for the server's first forward, TPOT after)."""
         cost = self.cfg.latency.cost("target", self.server_first[server], self.rng)
         self.server_first[server] = False
@@ -260,14 +280,14 @@ class DSIRun:
         self.stats["max_busy_servers"] = max(self.stats["max_busy_servers"],
                                              sum(b is not None for b in self.busy))
 
-    def release(self, task: _Task) -> None:
+    def release(self, task: Task) -> None:
         """Free the server of ``task`` and forget it."""
         if task.server is not None:
             self.busy[task.server] = None
         if task in self.tasks:
             self.tasks.remove(task)
 
-    def preempt(self, task: _Task, why: str) -> None:
+    def preempt(self, task: Task, why: str) -> None:
         """Cut ``task`` short (running or queued), recorded in the trace: it supplies nothing."""
         if task.start is not None:
             self.trace.append(Event(f"target-{task.server}", "preempted", task.start, self.now,
@@ -284,7 +304,7 @@ class DSIRun:
                 self.frontier_waiting = None
         self.stats["preempted_tasks"] += 1
 
-    def finish_task(self, task: _Task) -> None:
+    def finish_task(self, task: Task) -> None:
         """A task's forward completes: record its rows, let the committer decide, dispatch."""
         self.release(task)
         self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
@@ -294,7 +314,7 @@ class DSIRun:
         self.commit_ready(task)
         self.dispatch()
 
-    def target_rows(self, task: _Task) -> dict[int, tuple[Number, ...]]:
+    def target_rows(self, task: Task) -> dict[int, tuple[Number, ...]]:
         """What a finished task supplies: ``p(. | committed + drafts before j)`` at each position
         ``j`` of the task not yet decided (the task's context is still valid: a task built on a
         rejected draft was preempted). The one place where a target forward's output is read."""
@@ -302,7 +322,7 @@ class DSIRun:
                 for position in range(max(task.first, self.frontier), task.last + 1)}
 
     # -- committer -----------------------------------------------------------------------------
-    def commit_ready(self, source: _Task) -> None:
+    def commit_ready(self, source: Task) -> None:
         """Decide positions left to right while some finished task supplies p at the frontier."""
         moved = False
         while not self.done and self.frontier in self.supplied:
@@ -390,7 +410,7 @@ class DSIRun:
                 hint(self.state(), entry=first, committed=tuple(self.committed))
                 first = False
             # canonical order: the drafter, then tasks in the order they started
-            pending: list[tuple[Time, _Draft | _Task]] = (
+            pending: list[tuple[Time, DraftForward | Task]] = (
                 [(self.drafting.end, self.drafting)] if self.drafting else [])
             pending += [(t.end, t) for t in self.tasks if t.end is not None]
             self.now = min(end for end, _ in pending)
@@ -398,7 +418,7 @@ class DSIRun:
             while due and not self.done:
                 event = due[0] if len(due) == 1 else self.rng.choose(due, key=("tie", self.now))
                 due.remove(event)
-                if isinstance(event, _Draft):
+                if isinstance(event, DraftForward):
                     if event is self.drafting:
                         self.finish_draft(event)
                 elif event in self.tasks:

@@ -1,32 +1,55 @@
-"""Speculative inference ("SI"; Leviathan et al. 2023, Chen et al. 2023).
+"""Speculative inference ("SI"; Leviathan et al. 2023, Chen et al. 2023), as a step-wise run.
 
-Each iteration: the drafter drafts ``m = min(lookahead, remaining − 1)`` tokens autoregressively
-(fewer if it drafts EOS), the target scores prefix + drafts in one forward (giving ``p`` at the
-``m + 1`` positions), and the drafts are verified left to right (`dsi_ref.decoders.verification`):
-the
-accepted ones are committed, the first rejected one is replaced by a residual token, and if all are
-accepted a bonus token is drawn from ``p`` at the last position. An iteration therefore commits
-between 1 and ``m + 1`` tokens and costs ``m·c + 1`` on the virtual clock (docs/paper.md).
+Each iteration of `SIRun` is the algorithm's steps, one method each:
+
+1. `SIRun.window`: how many tokens to draft, ``m = min(k, remaining − 1)`` (room for a bonus);
+2. `SIRun.draft`: the drafter drafts ``m`` tokens autoregressively, ``x_j ~ q(· | prefix, x_<j)``
+   (fewer if it drafts EOS);
+3. `SIRun.score`: one target forward over prefix + drafts gives ``p`` at the ``m + 1`` positions;
+4. `SIRun.verify`: the drafts are decided left to right with the rule of
+   `dsi_ref.decoders.verification`; the accepted ones are committed, the first rejected one is
+   replaced by a residual token, and the iteration stops there (or at EOS);
+5. `SIRun.bonus`: if every draft was accepted, a bonus token is drawn from ``p`` at the last
+   position.
+
+An iteration therefore commits between 1 and ``m + 1`` tokens and costs ``m·c + 1`` on the virtual
+clock (docs/paper.md). With no drafter the window is empty and an iteration is one target forward
+and one bonus token: non-SI (`dsi_ref.decoders.autoregressive` runs it that way).
+
+Two seams let a variant change *how* a step runs without rewriting the loop: `SIRun.model_rows`
+is the one place where a model is called, and `SIRun.forward`, `SIRun.record_commit` and
+`SIRun.result` are the clock and the trace. The torch engine (`dsi_ref.backends.engine`) overrides
+the seams (cached sessions, wall-clock seconds); the zoo's structural mutants (`dsi_ref.audit.zoo`)
+override one step each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ..base.errors import InvalidParameterError
 from ..base.latency import Latency
-from ..base.models import LanguageModel, Number
+from ..base.models import LanguageModel, Number, Prefix
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..base.validate import check_int
 from .common import Recorder, check_inputs, merge_hint, model_reader
-from .verification import Rule, VerifyRule, as_rule
+from .verification import Decision, Rule, VerifyRule, as_rule
 
-__all__ = ["SpeculativeConfig", "speculative"]
+__all__ = ["NON_SI_STATS", "STATS", "ModelName", "Rows", "SIRun", "SpeculativeConfig",
+           "speculative"]
 
+#: The counters of an SI run (`Run.stats`).
 STATS = ("iterations", "drafts", "accepted", "rejected", "bonus", "target_forwards",
          "drafter_forwards")
+#: The counters of a run without a drafter (non-SI).
+NON_SI_STATS = ("target_forwards", "bonus")
+
+ModelName = Literal["drafter", "target"]
+#: Next-token rows of one forward: ``rows[i]`` is a distribution over the vocabulary.
+Rows = Sequence[Sequence[Number]]
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,165 @@ class SpeculativeConfig:
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
 
 
+class SIRun:
+    """One run of SI: its state, and the steps of the algorithm as methods.
+
+    Public so that variants override one step (the zoo's mutants) or the seams (the torch
+    engine: `model_rows`, `forward`, `record_commit`, `result`); use `speculative` to run it.
+
+    Args:
+        target: the target model (``p``).
+        drafter: the drafter (``q``); ``None`` runs non-SI (an empty window every iteration,
+            ``config.lookahead`` unused, and only the counters of `NON_SI_STATS`).
+        prompt: the validated prompt (`dsi_ref.decoders.common.check_inputs`).
+        max_new_tokens: ``N``, the budget of generated tokens.
+        rng: every random draw (keyed; see `dsi_ref.decoders.verification`).
+        config: ``k``, the rule and the latencies.
+
+    State: ``tokens`` (committed), ``done`` (EOS committed) and ``rec`` (the virtual clock, the
+    trace and the counters ``stats``); per iteration ``start`` (the first position decided),
+    ``drafts`` and ``draft_rows`` (``x_j`` and ``q`` at each), ``context`` (committed + drafts)
+    and ``target_rows`` (``p`` at the ``len(drafts) + 1`` positions).
+    """
+
+    def __init__(self, target: LanguageModel, drafter: LanguageModel | None, prompt: Prefix,
+                 max_new_tokens: int, rng: Randomness, config: SpeculativeConfig) -> None:
+        self.target, self.drafter, self.prompt = target, drafter, prompt
+        self.n, self.rng, self.cfg = max_new_tokens, rng, config
+        self.eos = target.eos
+        self.rule: Rule = as_rule(config.verify)
+        self.lookahead = config.lookahead if drafter is not None else 0
+        self.stat_names = STATS if drafter is not None else NON_SI_STATS
+        self.readers: dict[str, Callable[[Prefix], tuple[Number, ...]]] = {
+            "target": model_reader(target)}
+        if drafter is not None:
+            self.readers["drafter"] = model_reader(drafter)
+        self.rec = Recorder(config.latency, STATS)
+        self.stats = self.rec.stats
+        self.tokens: list[int] = []
+        self.done = False
+        self.start = 0
+        self.context: tuple[int, ...] = ()
+        self.drafts: list[int] = []
+        self.draft_rows: list[Sequence[Number]] = []
+        self.target_rows: Rows = ()
+
+    # -- the steps of one iteration ------------------------------------------------------------
+    def window(self) -> int:
+        """How many tokens to draft this iteration: ``min(k, remaining − 1)``, which leaves room
+        for the bonus token (0 without a drafter)."""
+        return min(self.lookahead, self.n - len(self.tokens) - 1)
+
+    def draft(self) -> None:
+        """The drafter's forwards: ``x_j ~ q(· | prefix, x_<j)`` for ``j < window()``; nothing is
+        drafted past a drafted EOS."""
+        for j in range(self.window()):
+            context = self.context  # generated tokens before the next draft: committed + drafts
+            row = self.forward("drafter", "draft", (self.start + j,), context, 1)[0]
+            x = self.rule.draft(row, self.rng, context)
+            self.drafts.append(x)
+            self.draft_rows.append(row)
+            self.context = context + (x,)
+            if x == self.eos:
+                break
+        self.stats["drafts"] += len(self.drafts)
+        self.stats["drafter_forwards"] += len(self.drafts)
+
+    def score(self) -> None:
+        """One target forward over prefix + drafts: ``p`` at each of the ``len(drafts) + 1``
+        positions ``start .. start + len(drafts)``."""
+        count = len(self.drafts) + 1
+        self.target_rows = self.forward("target", "verify" if self.drafts else "forward",
+                                        tuple(range(self.start, self.start + count)),
+                                        self.context, count)
+        self.stats["target_forwards"] += 1
+
+    def verify(self) -> bool:
+        """Decide the drafts left to right against ``p``; stop at the first rejection (its
+        position gets the residual token) or at EOS. True when every draft was accepted, so
+        that the position after them gets a bonus token."""
+        for j in range(len(self.drafts)):
+            decision = self.commit(self.target_rows[j], j)
+            if not decision.accepted or self.done:
+                return False
+        return True
+
+    def bonus(self) -> None:
+        """Every draft was accepted: the bonus token, from ``p`` after the last draft."""
+        self.commit(self.target_rows[len(self.drafts)])
+
+    def commit(self, target_row: Sequence[Number], draft: int | None = None) -> Decision:
+        """Decide the next position from ``p = target_row`` and the draft of index ``draft``
+        (``None``: no draft, a bonus token), and commit it (the trace, the counters, EOS)."""
+        context = tuple(self.tokens)  # the committed tokens before the position
+        if draft is None:
+            decision = self.rule.decide(target_row, None, None, self.rng, context)
+        else:
+            decision = self.rule.decide(target_row, self.draft_rows[draft], self.drafts[draft],
+                                        self.rng, context)
+        self.record_commit((len(self.tokens),), decision.kind)
+        self.tokens.append(decision.token)
+        self.stats[decision.kind] += 1
+        self.done = decision.token == self.eos
+        return decision
+
+    def iterate(self) -> None:
+        """One iteration: `draft` (``window()`` tokens), `score`, `verify`, and `bonus` when
+        every draft was accepted."""
+        self.stats["iterations"] += 1
+        self.start = len(self.tokens)
+        self.context = tuple(self.tokens)
+        self.drafts, self.draft_rows = [], []
+        self.draft()
+        self.score()
+        if self.verify():
+            self.bonus()
+
+    def state(self) -> Hashable:
+        """Everything the rest of the run depends on (the exact engine's merge points, taken at
+        the start of each iteration); a variant with more state extends it."""
+        return self.rec.state(self.tokens)
+
+    def run(self) -> Run:
+        """Iterate until ``N`` tokens are committed or EOS is."""
+        hint = merge_hint(self.rng)
+        while len(self.tokens) < self.n and not self.done:
+            if hint:
+                hint(self.state(), entry=self.stats["iterations"] == 0,
+                     committed=tuple(self.tokens))
+            self.iterate()
+        return self.result()
+
+    # -- the seams: models, clock and trace ----------------------------------------------------
+    def model_rows(self, model: ModelName, context: tuple[int, ...], count: int) -> Rows:
+        """The one place where a model is called: ``model``'s next-token rows after the last
+        ``count`` prefixes of prompt + ``context`` (row ``i`` after
+        ``context[:len(context) − count + 1 + i]``)."""
+        read = self.readers[model]
+        full = self.prompt + context
+        end = len(full) - count + 1
+        return [read(full[:end + i]) for i in range(count)]
+
+    def forward(self, model: ModelName, kind: str, positions: tuple[int, ...],
+                context: tuple[int, ...], count: int) -> Rows:
+        """One forward of ``model`` (`model_rows`), put on the clock and the trace."""
+        rows = self.model_rows(model, context, count)
+        self.rec.forward(model, kind, positions, self.rng)
+        return rows
+
+    def record_commit(self, positions: tuple[int, ...], note: str) -> None:
+        """Mark a commit on the trace (``note``: the decision's kind)."""
+        self.rec.commit(positions, note)
+
+    def counters(self) -> dict[str, int]:
+        """The run's counters (`STATS`, or `NON_SI_STATS` without a drafter)."""
+        return {name: self.stats[name] for name in self.stat_names}
+
+    def result(self) -> Run:
+        """The finished `Run`: tokens, the time of the last event, the trace, the counters."""
+        return Run(tuple(self.tokens), self.rec.time, tuple(self.rec.trace), self.counters())
+
+
 def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
                 max_new_tokens: int, rng: Randomness, lookahead: int = 3,
                 verify: VerifyRule | Rule = "rejection", *, latency: Latency | None = None) -> Run:
@@ -63,59 +245,4 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
     """
     config = SpeculativeConfig(lookahead, verify, latency or Latency())
     prompt = check_inputs(target, prompt, max_new_tokens, drafter)
-    rule, eos = as_rule(config.verify), target.eos
-    rec = Recorder(config.latency, STATS)
-    hint = merge_hint(rng)
-    target_probs, drafter_probs = model_reader(target), model_reader(drafter)
-    tokens: list[int] = []
-    done = False
-    while len(tokens) < max_new_tokens and not done:
-        committed = tuple(tokens)
-        if hint:
-            hint(rec.state(tokens), entry=rec.stats["iterations"] == 0, committed=committed)
-        rec.stats["iterations"] += 1
-        start, prefix = len(tokens), prompt + committed
-        m = min(config.lookahead, max_new_tokens - start - 1)  # leave room for the bonus token
-
-        # 1. draft m tokens autoregressively: x_j ~ q(· | prefix, x_<j)
-        drafts: list[int] = []
-        draft_rows: list[Sequence[Number]] = []
-        context = committed  # generated tokens before the next draft: committed + drafts
-        for j in range(m):
-            row = drafter_probs(prompt + context)
-            rec.forward("drafter", "draft", (start + j,), rng)
-            x = rule.draft(row, rng, context)
-            drafts.append(x)
-            draft_rows.append(row)
-            context += (x,)
-            if x == eos:  # nothing is drafted past EOS
-                break
-        rec.stats["drafts"] += len(drafts)
-        rec.stats["drafter_forwards"] += len(drafts)
-
-        # 2. one target forward over prefix + drafts: p at each of the len(drafts) + 1 positions
-        target_rows = [target_probs(prefix + context[start:start + j])
-                       for j in range(len(drafts) + 1)]
-        rec.forward("target", "verify" if drafts else "forward",
-                    tuple(range(start, start + len(drafts) + 1)), rng)
-        rec.stats["target_forwards"] += 1
-
-        # 3. verify left to right; stop at the first rejection (or at EOS)
-        rejected = False
-        for j, x in enumerate(drafts):
-            decision = rule.decide(target_rows[j], draft_rows[j], x, rng, context[:start + j])
-            rec.commit((start + j,), decision.kind)
-            tokens.append(decision.token)
-            rec.stats["accepted" if decision.accepted else "rejected"] += 1
-            rejected = not decision.accepted
-            done = decision.token == eos
-            if rejected or done:
-                break
-        # 4. bonus token from p after the last draft, when every draft was accepted
-        if not (rejected or done):
-            bonus = rule.decide(target_rows[len(drafts)], None, None, rng, context)
-            rec.commit((len(tokens),), bonus.kind)
-            tokens.append(bonus.token)
-            rec.stats["bonus"] += 1
-            done = bonus.token == eos
-    return rec.result(tokens)
+    return SIRun(target, drafter, prompt, max_new_tokens, rng, config).run()
