@@ -4,7 +4,9 @@ Policy (docs/statistical-policy.md): fixed seeds; false-alarm rate ``POLICY_ALPH
 test, guaranteed by the finite-sample bound of `dsi_ref.audit.statistical` (not the asymptotic
 chi-square quantile); power computed *before* sampling against a named alternative — the exact
 law of the zoo's ``residual-from-p`` mutant on the same models — and required to be ≥ 0.999; a
-negative control checks that the same audit, on samples of that mutant, rejects.
+negative control checks that the same audit, on samples of that mutant, rejects. The sample is
+twice the smallest that reaches that power (`required_samples`: 520 here; its miss probability
+at twice that is ~1e-15), as for the zoo's negative controls in ``dsi_ref.backends.hf_assisted``.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
     Alternative,
     achieved_power,
+    required_samples,
     statistical_audit,
 )
 from dsi_ref.audit.zoo import MUTANTS
 
-N_SAMPLES = 20_000
 TARGET = dr.TableLM.random(3, 1, seed=11, name="bigram-target")
 DRAFTER = dr.TableLM.random(3, 1, seed=12, name="bigram-drafter")
 N_TOKENS = 3
@@ -42,14 +44,17 @@ def test_sampled_speculative_follows_the_exact_target_law() -> None:
         lambda rng: MUTANT.decoder(TARGET, DRAFTER, (), N_TOKENS, rng, lookahead=2).tokens)
     assert dr.total_variation(wrong, law) > 0
     alternative = Alternative.of_law(wrong, "residual-from-p")
-    power = achieved_power(law, alternative, N_SAMPLES, alpha=POLICY_ALPHA)
+    needed = required_samples(law, alternative, alpha=POLICY_ALPHA, power=0.999)
+    assert needed is not None
+    n_samples = 2 * needed
+    power = achieved_power(law, alternative, n_samples, alpha=POLICY_ALPHA)
     assert power >= 0.999, f"the audit is underpowered against residual-from-p: {power:.4f}"
 
-    report = statistical_audit(_sampler(dr.speculative), law, N_SAMPLES,
+    report = statistical_audit(_sampler(dr.speculative), law, n_samples,
                                alternative=alternative, power=0.999, seed=1)
     assert report.verdict == "lossless", str(report)
 
     # negative control: the same audit rejects the mutant's samples
-    control = statistical_audit(_sampler(MUTANT.decoder), law, N_SAMPLES,
+    control = statistical_audit(_sampler(MUTANT.decoder), law, n_samples,
                                 alternative=alternative, power=0.999, seed=2)
     assert control.verdict == "lossy", str(control)
