@@ -216,6 +216,8 @@ class _NoBonus(SIRun):
 
 
 def _si_variant(cls: type[SIRun]) -> Callable[..., Run]:
+    """``cls`` run as a decoder with `speculative`'s signature (rejection sampling unless
+    ``verify=`` says otherwise)."""
     def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
                 max_new_tokens: int, rng: Randomness, lookahead: int = 2,
                 latency: Latency | None = None, **kwargs: Any) -> Run:

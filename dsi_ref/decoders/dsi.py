@@ -163,9 +163,9 @@ class DSIRun:
         self.window_start = 0                       # first position of the current window
         self.drafting: DraftForward | None = None
         self.drafter_first = True
-        self.tasks: list[Task] = []                # queued or running
-        self.queue: list[Task] = []                # waiting verification tasks, in submit order
-        self.frontier_waiting: Task | None = None  # SP = 1: frontier task waiting for the server
+        self.tasks: list[Task] = []                 # queued or running
+        self.queue: list[Task] = []                 # waiting verification tasks, in submit order
+        self.frontier_waiting: Task | None = None   # SP = 1: frontier task waiting for the server
         self.busy: list[Task | None] = [None] * config.sp_degree
         self.server_first = [True] * config.sp_degree
         self.supplied: dict[int, tuple[Number, ...]] = {}  # p(. | committed prefix) by position
