@@ -41,8 +41,15 @@ __all__ = ["ALGORITHMS", "MODELS", "Contention", "InsufficientServersError", "Si
            "expected_latency", "required_servers", "simulate_latency"]
 
 
-#: a sentinel for "not given" (``None`` is a legitimate lookahead for non-SI)
-_UNSET: Any = object()
+class _Unset:
+    """The default of ``lookahead`` and ``k``: "not given" (``None`` is a legitimate lookahead
+    for non-SI, so it cannot mark a missing one)."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_UNSET: Any = _Unset()
 
 
 def _resolve_lookahead(lookahead: int | None, k: int | None) -> int | None:
