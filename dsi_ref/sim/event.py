@@ -463,7 +463,7 @@ def dsi_event_exact(p: SimParams) -> Num:
 
     >>> dsi_event_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1,
     ...                           n_tokens=2, model="event", sp_degree=2))
-    Fraction(3, 2)
+    Fraction(7, 4)
     """
     exact = p.exact
     a: Num = Fraction(p.a) if exact else float(p.a)

@@ -54,7 +54,7 @@ def si_exact(p: SimParams) -> Num:
     ``W(L) = E(L−1) + a W(L−1) − a^k E(L−1−k)``.
 
     >>> si_exact(SimParams("si", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1, n_tokens=2))
-    Fraction(3, 1)
+    Fraction(2, 1)
     """
     zero = _zero(p)
     c, a, k, n, v = p.c + zero, p.a + zero, p.lookahead, p.n_tokens, p.verify + zero
