@@ -113,8 +113,8 @@ def test_the_site_fetches_nothing_from_the_network(site: Path) -> None:
     for page in site.rglob("*.html"):
         text = page.read_text()
         assert "fonts.googleapis.com" not in text and "fonts.gstatic.com" not in text, page
-        scripts = re.findall(r'<script[^>]+src="(https?://[^"]+)"', text)
-        assert not scripts, (page, scripts)
+        remote = re.findall(r'<(?:script|link)[^>]+(?:src|href)="(https?://[^"]+)"', text)
+        assert not remote, (page, remote)
 
 
 def _link_report(page: str, url: str, kind: str = "not_found") -> logging.LogRecord:
