@@ -42,8 +42,11 @@ def test_wrong_decoder_fails(assert_lossless):
 
 def test_plugin_fixtures_work_in_a_user_suite_and_report_the_worst_sequence(
         pytester: pytest.Pytester) -> None:
+    # In process: the inner run still finds the plugin through its ``pytest11`` entry point (with
+    # ``-p no:dsi_ref`` every user test errors), without a second interpreter importing dsi_ref
+    # (~3 s); test_console_script_is_installed below runs a real subprocess.
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*LOSSY: total-variation distance 1/4*",
                                  "*worst sequence (1,): decoder P = 1/4*target P = 1/2*"])
