@@ -22,10 +22,11 @@ from dsi_ref.audit.schedulers import (
     check_scheduler_class,
     default_random_latency,
     minimal_witness,
+    oblivious_schedules,
     witness_summary,
 )
 from dsi_ref.audit.suite import default_suite
-from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.base.errors import InvalidParameterError, PathLimitError
 from dsi_ref.base.latency import Latency
 from dsi_ref.base.models import TableLM
 from dsi_ref.base.randomness import Key
@@ -115,8 +116,68 @@ def test_unknown_scheduler_class_is_a_named_error() -> None:
         check_scheduler_class("omniscient", TARGET, DRAFTER, (), 2)  # type: ignore[arg-type]
 
 
-def test_oblivious_class_checks_both_fixed_tie_rules() -> None:
+def test_oblivious_class_checks_every_schedule_the_runs_reach_first_and_last_among_them(
+) -> None:
     verdict = check_scheduler_class("oblivious", TARGET, DRAFTER, (), 2, verify="rejection",
                                     **KWARGS)
-    assert verdict.lossless and len(verdict.reports) == 2
-    assert all(r.equal for r in verdict.reports)
+    assert verdict.lossless and all(r.equal for r in verdict.reports)
+    assert len(verdict.reports) == len(verdict.schedules) == len(set(verdict.schedules)) > 2
+    ranks = [{(key, n): rank for key, n, rank in s.ranks} for s in verdict.schedules]
+    assert any(all(r == 0 for r in t.values()) for t in ranks)  # the rule "first"
+    assert any(all(r == n - 1 for (_, n), r in t.items()) for t in ranks)  # the rule "last"
+    assert any(len(set(t.values())) > 1 for t in ranks)  # and mixed ones
+
+
+def test_oblivious_laws_equal_the_laws_under_each_schedules_fixed_policy() -> None:
+    def program(rng: Any) -> tuple[int, ...]:
+        return dsi(TARGET, DRAFTER, (), 2, rng, verify="rejection", **KWARGS).tokens
+
+    laws = oblivious_schedules(program)
+    assert len(laws) == 4  # the bounded instance has two decision points reached, 2 ranks each
+    for schedule, law in laws:
+        assert exact_distribution(program, scheduler=schedule.policy()) == law
+    first = next(law for s, law in laws if all(r == 0 for _, _, r in s.ranks))
+    assert first == exact_distribution(program, scheduler="first")
+
+
+def _mixed_schedule_decoder(target: Any, drafter: Any, prompt: Sequence[int],
+                            max_new_tokens: int, rng: Any, **_: Any) -> Any:
+    """A lossy decoder only a mixed oblivious schedule exposes: two ties, at times 1 and 2; the
+    output is biased to token 0 exactly when the first tie goes to option 0 and the second to
+    option 1 (uniform rules "first" and "last" both see the target's law (1/2, 1/2))."""
+    a = rng.choose(["x", "y"], key=("tie", F(1)))
+    b = rng.choose(["x", "y"], key=("tie", F(2)))
+    token = 0 if (a, b) == ("x", "y") else rng.categorical([F(1), F(1)], key=("target", 0, ()))
+    return type("Run", (), {"tokens": (token,)})
+
+
+def test_the_oblivious_class_catches_a_bug_that_first_and_last_both_miss() -> None:
+    target = TableLM.context_free((F(1, 2), F(1, 2)))
+    for rule in ("first", "last"):
+        law = exact_distribution(lambda rng: _mixed_schedule_decoder(
+            target, target, (), 1, rng).tokens, scheduler=rule)
+        assert law == {(0,): F(1, 2), (1,): F(1, 2)}
+    verdict = check_scheduler_class("oblivious", target, target, (), 1,
+                                    decoder=_mixed_schedule_decoder)
+    assert not verdict.lossless and len(verdict.reports) == 4
+    assert "under the schedule [('tie', Fraction(1, 1)) among 2: option 0, ('tie', " \
+        "Fraction(2, 1)) among 2: option 1]" in str(verdict)
+    assert "LOSSY: total-variation distance 1/2" in str(verdict)
+
+
+def test_oblivious_is_weaker_than_content_aware_on_the_witness_instance() -> None:
+    """The content-aware witness steers by the draft's value; no schedule fixed in advance can:
+    under every oblivious schedule DSI with early-sampled drafts keeps the target law."""
+    verdict = check_scheduler_class("oblivious", TARGET, DRAFTER, (), 1, verify="rejection",
+                                    sample_drafts_at="start", **KWARGS)
+    assert verdict.lossless and len(verdict.schedules) == 2
+
+
+def test_oblivious_schedule_enumeration_is_bounded_and_refuses_a_scheduler() -> None:
+    def program(rng: Any) -> tuple[int, ...]:
+        return dsi(TARGET, DRAFTER, (), 2, rng, verify="rejection", **KWARGS).tokens
+
+    with pytest.raises(PathLimitError, match="oblivious schedules"):
+        oblivious_schedules(program, max_schedules=2)
+    with pytest.raises(InvalidParameterError, match="scheduler="):
+        oblivious_schedules(program, scheduler="first")

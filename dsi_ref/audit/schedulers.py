@@ -3,8 +3,12 @@
 Losslessness of a concurrent decoder is a claim about *every* scheduler of a class. The classes,
 from weakest to strongest adversary (docs/design.md):
 
-* ``oblivious`` — fixed latencies and a fixed rule for simultaneous events and for the queue: the
-  schedule is a function of nothing random. Checked for both fixed tie rules (first, last).
+* ``oblivious`` — fixed latencies, and every choice fixed in advance, independent of content: the
+  scheduler is a table ``rank(key, n)`` that, at a ``choose`` among ``n`` options named ``key``
+  (for DSI: ``("tie", time)`` or ``("queue", time)``), takes the option of that rank in the
+  decoder's canonical order. The checker enumerates *every* such table over the decision points
+  the runs reach (`oblivious_schedules`), not only the two uniform rules "first" and "last"
+  (ranks all 0, ranks all ``n − 1``), which are two of them.
 * ``random`` — latencies drawn independently of content (pass a `Latency` with distributions);
   ties broken by a fixed rule. The latency draws are probabilistic choices of the exact checker.
 * ``adaptive`` (history-adaptive) — every tie and every queue choice may depend on the whole
@@ -28,16 +32,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from ..base.errors import InvalidParameterError, ScheduleDependenceError
+from ..base.errors import InvalidParameterError, PathLimitError, ScheduleDependenceError
 from ..base.latency import Latency
 from ..base.models import LanguageModel
+from ..base.randomness import Key
 from ..decoders.dsi import dsi
 from ..decoders.verification import VERIFY_RULES, VerifyRule, as_rule
 from .exact import Witness, exact_distribution
 from .laws import LosslessReport, compare_laws, target_distribution
 
-__all__ = ["DSI_CLAIMS", "SCHEDULER_CLASSES", "ClassVerdict", "SchedulerClass",
-           "check_scheduler_class", "default_random_latency", "minimal_witness", "witness_summary"]
+__all__ = ["DSI_CLAIMS", "SCHEDULER_CLASSES", "ClassVerdict", "ObliviousSchedule",
+           "SchedulerClass", "check_scheduler_class", "default_random_latency",
+           "minimal_witness", "oblivious_schedules", "witness_summary"]
 
 SchedulerClass = Literal["oblivious", "random", "adaptive", "content-aware"]
 SCHEDULER_CLASSES: tuple[SchedulerClass, ...] = ("oblivious", "random", "adaptive",
@@ -57,6 +63,94 @@ DSI_CLAIMS: dict[VerifyRule, frozenset[SchedulerClass]] = {
 assert set(DSI_CLAIMS) == set(VERIFY_RULES)
 
 
+#: The most oblivious schedules `oblivious_schedules` enumerates before it gives up.
+DEFAULT_MAX_SCHEDULES = 4096
+
+
+@dataclass(frozen=True)
+class ObliviousSchedule:
+    """One oblivious scheduler: a rank fixed in advance for every decision point it met.
+
+    Attributes:
+        ranks: ``(key, n, rank)`` triples: at a ``choose`` named ``key`` among ``n`` options, take
+            the option of index ``rank`` (``0 <= rank < n``) in the decoder's canonical order.
+            Points the runs never reached are absent (no choice there changes anything).
+    """
+
+    ranks: tuple[tuple[Key, int, int], ...]
+
+    def policy(self) -> Callable[[Sequence[object], Key], int]:
+        """The schedule as a policy of `exact_distribution` / `Sampler` (``scheduler=``)."""
+        table = {(key, n): rank for key, n, rank in self.ranks}
+        return lambda options, key: table[(key, len(options))]
+
+    def __str__(self) -> str:
+        if not self.ranks:
+            return "no scheduler choice"
+        return ", ".join(f"{key!r} among {n}: option {rank}" for key, n, rank in self.ranks)
+
+
+class _Undecided(Exception):
+    """A run reached a decision point the schedule being built does not fix yet."""
+
+    def __init__(self, key: Key, n: int) -> None:
+        super().__init__(key, n)
+        self.point = (key, n)
+
+
+def oblivious_schedules(program: Callable[[Any], Any], *,
+                        max_schedules: int = DEFAULT_MAX_SCHEDULES, **exact_kwargs: Any
+                        ) -> list[tuple[ObliviousSchedule, dict[Any, Fraction]]]:
+    """The exact law of ``program(rng)`` under every oblivious scheduler, one entry per schedule.
+
+    An oblivious scheduler fixes its choices in advance and sees no content: at a ``choose``
+    named ``key`` among ``n`` options it takes the option of a fixed rank ``rank(key, n)``. Two
+    schedules that agree on every decision point the runs reach give the same law, so the
+    enumeration is lazy: it fixes a rank for a point only when some run reaches it, and branches
+    over the ``n`` ranks there. The uniform rules ``"first"`` and ``"last"`` are two of the
+    schedules. Because the policy is a function of ``(options, key)`` only, the decoders'
+    merge points stay sound (DSI's keys carry the virtual time, which is part of its state).
+
+    Keyword arguments go to `exact_distribution` (not ``scheduler``).
+
+    Raises:
+        PathLimitError: more than ``max_schedules`` schedules (shrink the instance or raise it).
+
+    >>> for schedule, law in oblivious_schedules(lambda rng: rng.choose("ab", key="k")):
+    ...     print(schedule, law)
+    'k' among 2: option 0 {'a': Fraction(1, 1)}
+    'k' among 2: option 1 {'b': Fraction(1, 1)}
+    """
+    if "scheduler" in exact_kwargs:
+        raise InvalidParameterError("oblivious_schedules chooses the schedulers itself: do not "
+                                    "pass scheduler=")
+    results: list[tuple[ObliviousSchedule, dict[Any, Fraction]]] = []
+    stack: list[tuple[tuple[tuple[Key, int], int], ...]] = [()]
+    while stack:
+        fixed = stack.pop()
+        table = dict(fixed)
+
+        def policy(options: Sequence[object], key: Key,
+                   table: dict[tuple[Key, int], int] = table) -> int:
+            point = (key, len(options))
+            if point not in table:
+                raise _Undecided(key, len(options))
+            return table[point]
+
+        try:
+            law = exact_distribution(program, scheduler=policy, **exact_kwargs)
+        except _Undecided as undecided:
+            stack.extend(fixed + ((undecided.point, rank),)
+                         for rank in reversed(range(undecided.point[1])))
+            continue
+        results.append((ObliviousSchedule(tuple((k, n, r) for (k, n), r in fixed)), law))
+        if len(results) > max_schedules:
+            raise PathLimitError(f"more than {max_schedules} oblivious schedules; shrink the "
+                                 "instance (max_new_tokens, lookahead, sp_degree) or raise "
+                                 "max_schedules")
+    return results
+
+
 @dataclass(frozen=True)
 class ClassVerdict:
     """The exact verdict of a decoder against a scheduler class.
@@ -64,12 +158,15 @@ class ClassVerdict:
     Attributes:
         scheduler_class: the class checked.
         lossless: True when every scheduler of the class gives the target law.
-        reports: the law comparison for each fixed scheduler checked (oblivious/random), or the
-            one law shared by all schedulers (adaptive/content-aware, when robust).
+        reports: the law comparison for each fixed scheduler checked (every oblivious schedule;
+            the tie rules first and last for random), or the one law shared by all schedulers
+            (adaptive/content-aware, when robust).
         witness: for a schedule-dependent decoder, the shortest path to a scheduler choice
             whose options lead to different laws.
         seconds: time the check took.
         max_new_tokens: the budget the verdict is about.
+        schedules: the oblivious schedules checked, in the order of ``reports`` (oblivious
+            class only; empty otherwise).
     """
 
     scheduler_class: SchedulerClass
@@ -78,12 +175,16 @@ class ClassVerdict:
     witness: Witness | None
     seconds: float
     max_new_tokens: int | None = None
+    schedules: tuple[ObliviousSchedule, ...] = ()
 
     def __str__(self) -> str:
         if self.witness is not None:
             return f"{self.scheduler_class}: LOSSY under some scheduler\n{self.witness}"
-        worst = max(self.reports, key=lambda r: r.tv_distance)
-        return f"{self.scheduler_class}: {'lossless' if self.lossless else worst}"
+        if self.lossless:
+            return f"{self.scheduler_class}: lossless"
+        worst = max(range(len(self.reports)), key=lambda i: self.reports[i].tv_distance)
+        under = f" under the schedule [{self.schedules[worst]}]" if self.schedules else ""
+        return f"{self.scheduler_class}: {self.reports[worst]}{under}"
 
 
 def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel,
@@ -116,7 +217,13 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
 
     reference = target_distribution(target, prompt, max_new_tokens, greedy=greedy)
     start = time.perf_counter()
-    if scheduler_class in ("oblivious", "random"):
+    if scheduler_class == "oblivious":
+        laws = oblivious_schedules(program)
+        reports = tuple(compare_laws(law, reference) for _, law in laws)
+        return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,
+                            time.perf_counter() - start, max_new_tokens,
+                            tuple(schedule for schedule, _ in laws))
+    if scheduler_class == "random":
         reports = tuple(compare_laws(exact_distribution(program, scheduler=policy), reference)
                         for policy in ("first", "last"))
         return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,
