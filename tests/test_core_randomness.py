@@ -64,7 +64,7 @@ def test_sampler_scheduler_policies() -> None:
     assert picks == set(options)
     with pytest.raises(ValueError, match="index 5"):
         dr.Sampler(0, scheduler=lambda opts, key: 5).choose(options)
-    with pytest.raises(TypeError, match="seed must be an int"):
+    with pytest.raises(dr.InvalidParameterError, match="seed must be an int"):
         dr.Sampler("0")  # type: ignore[arg-type]
 
 

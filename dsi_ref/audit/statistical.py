@@ -46,13 +46,13 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from scipy import optimize, stats
 
 from ..base.errors import InvalidAuditError, UnderpoweredError
-from ..base.validate import check_int
+from ..base.validate import check_choice, check_int, check_number, check_seed, is_int
 
 __all__ = [
     "POLICY_ALPHA",
@@ -118,8 +118,10 @@ class Alternative:
     def __post_init__(self) -> None:
         if (self.epsilon is None) == (self.law is None):
             raise InvalidAuditError("an Alternative needs exactly one of epsilon or law")
-        if self.epsilon is not None and not 0 < self.epsilon <= 1:
-            raise InvalidAuditError(f"epsilon must lie in (0, 1], got {self.epsilon!r}")
+        if self.epsilon is not None:
+            check_number("epsilon", self.epsilon, low=0, high=1, error=InvalidAuditError)
+            if not self.epsilon > 0:
+                raise InvalidAuditError(f"epsilon must lie in (0, 1], got {self.epsilon!r}")
         if self.law is not None:
             _check_law(self.law, f"alternative law {self.name or ''}".strip())
 
@@ -131,6 +133,9 @@ class Alternative:
     @classmethod
     def of_law(cls, law: LawLike, name: str = "a wrong law") -> Alternative:
         """One specific wrong law (e.g. a zoo mutant's exact law)."""
+        if not isinstance(law, Mapping):
+            raise InvalidAuditError(f"alternative law must be a mapping outcome -> probability, "
+                                    f"got {law!r}")
         return cls(law=dict(law), name=name)
 
     def describe(self) -> str:
@@ -202,12 +207,30 @@ def pool_cells(reference_law: LawLike, n_samples: int, min_expected: float = 5.0
                    frozenset(law))
 
 
+def _check_options(alternative: object, seed: object, min_expected: object, top: object,
+                   on_underpowered: object, progress: object) -> None:
+    """The audit's keyword arguments, refused by name before anything is drawn."""
+    if alternative is not None and not isinstance(alternative, Alternative):
+        raise InvalidAuditError(f"alternative must be an Alternative (Alternative.tv(epsilon) "
+                                f"or Alternative.of_law(law)), got {alternative!r}")
+    if seed is not None:
+        check_seed("seed", seed, error=InvalidAuditError)
+    check_number("min_expected", min_expected, positive=True, error=InvalidAuditError)
+    check_int("top", top, low=0, error=InvalidAuditError)
+    check_choice("on_underpowered", on_underpowered, ("raise", "report"),
+                 error=InvalidAuditError)
+    if progress is not None and not callable(progress):
+        raise InvalidAuditError(f"progress must be a function wrapping the seed iterator, "
+                                f"got {progress!r}")
+
+
 def _check_n(n_samples: int) -> None:
     check_int("n_samples", n_samples, error=InvalidAuditError)
 
 
 def _check_alpha(alpha: float, name: str = "alpha") -> None:
-    if not 0 < alpha < 1:
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float | Fraction) \
+            or not 0 < alpha < 1:
         raise InvalidAuditError(f"{name} must lie in (0, 1), got {alpha!r}")
 
 
@@ -429,6 +452,9 @@ def audit_counts(counts: Mapping[Outcome, int], reference_law: LawLike, *,
     """
     _check_alpha(alpha)
     _check_alpha(power, "power")
+    _check_options(alternative, seed, min_expected, top, on_underpowered, None)
+    if not isinstance(counts, Mapping) or not all(is_int(c) for c in counts.values()):
+        raise InvalidAuditError("counts must be a mapping outcome -> int number of draws")
     alternative = alternative or Alternative.tv(0.1)
     n = sum(int(c) for c in counts.values())
     _check_n(n)
@@ -490,8 +516,23 @@ def sample_seeds(seed: int, n_samples: int) -> list[int]:
 
 
 def _outcome(value: Any) -> Outcome:
+    """One sample as a hashable outcome: a `Run` as its tokens; a list, a numpy array or a torch
+    tensor as a tuple of Python scalars (a tensor hashes by identity: never a cell itself); a
+    value that is still unhashable is refused with `InvalidAuditError`."""
     value = getattr(value, "tokens", value)
-    return tuple(value) if isinstance(value, list | tuple | np.ndarray) else value
+    if type(value) is tuple and all(type(v) is int for v in value):
+        return value  # the usual sample: nothing to convert
+    if type(value).__module__.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, list | tuple):
+        return tuple(_outcome(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        raise InvalidAuditError(f"sample_fn returned an unhashable outcome {value!r} "
+                                f"({type(value).__name__}); return a tuple of tokens, a list, "
+                                "an array or a Run") from None
+    return cast(Outcome, value)
 
 
 def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
@@ -526,6 +567,11 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
     """
     _check_alpha(alpha)
     _check_alpha(power, "power")
+    if not callable(sample_fn):
+        raise InvalidAuditError(f"sample_fn must be a function seed -> outcome, got "
+                                f"{sample_fn!r}")
+    check_seed("seed", seed, error=InvalidAuditError)
+    _check_options(alternative, seed, min_expected, top, on_underpowered, progress)
     alternative = alternative or Alternative.tv(0.1)
     law = _check_law(reference_law, "reference law")
     if n_samples is None:

@@ -9,6 +9,7 @@ forward costs ``c`` (0 < c ≤ 1 in the paper's regime), the target forward ``1`
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -16,6 +17,7 @@ from typing import Any, TypeAlias
 
 from .errors import InvalidParameterError
 from .randomness import Key, Randomness
+from .validate import is_finite
 
 __all__ = ["Cost", "InvalidParameterError", "Latency", "Time"]
 
@@ -24,27 +26,34 @@ Cost: TypeAlias = Fraction | float | int | Mapping[Any, Any]
 
 
 
+def _is_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
 def _check_cost(name: str, cost: Cost | None) -> None:
+    """Refuse a cost that is not a finite number > 0 or a ``{value: probability}`` law of them."""
     if cost is None:
         return
     if isinstance(cost, Mapping):
         if not cost:
             raise InvalidParameterError(f"{name}: an empty latency distribution")
         for value, prob in cost.items():
-            if not value > 0:
-                raise InvalidParameterError(f"{name}: latency value {value!r} must be > 0")
-            if not 0 < prob <= 1:
-                raise InvalidParameterError(f"{name}: probability {prob!r} must lie in (0, 1]")
+            if not _is_number(value) or not is_finite(value) or not value > 0:
+                raise InvalidParameterError(f"{name}: latency value {value!r} must be > 0 and "
+                                            "finite")
+            if not _is_number(prob) or not 0 < prob <= 1:
+                raise InvalidParameterError(f"{name}: probability {prob!r} must be a number in "
+                                            "(0, 1]")
         total = sum(cost.values())
         if (total != 1) if all(isinstance(p, Fraction | int) for p in cost.values()) \
                 else abs(float(total) - 1) > 1e-9:
             raise InvalidParameterError(f"{name}: probabilities sum to {total}, not 1")
         return
-    if isinstance(cost, bool) or not isinstance(cost, Fraction | float | int):
+    if not _is_number(cost):
         raise InvalidParameterError(f"{name}: expected a number or a {{value: prob}} mapping, "
                                     f"got {type(cost).__name__}")
-    if not cost > 0:
-        raise InvalidParameterError(f"{name} must be > 0, got {cost!r}")
+    if not is_finite(cost) or not cost > 0:
+        raise InvalidParameterError(f"{name} must be > 0 and finite, got {cost!r}")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 
-from .errors import InvalidDistributionError
+from .errors import InvalidDistributionError, InvalidParameterError
+from .validate import check_int, check_number, check_seed, is_int
 
 __all__ = [
     "FLOAT_TOLERANCE",
@@ -81,6 +82,8 @@ def validate_probs(probs: Probs, vocab_size: int, *, model: object = None,
             f"{where}: expected {vocab_size} probabilities, got {len(probs)}")
     exact = True
     for i, x in enumerate(probs):
+        if isinstance(x, bool):
+            raise InvalidDistributionError(f"{where}: probability of token {i} is a bool ({x})")
         if isinstance(x, Fraction | int):
             if x < 0:
                 raise InvalidDistributionError(f"{where}: probability of token {i} is {x} < 0")
@@ -118,10 +121,11 @@ def _name(model: object) -> str:
 
 
 def _check_vocab(vocab_size: int, eos: int | None) -> None:
-    if not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
-    if eos is not None and not 0 <= eos < vocab_size:
-        raise ValueError(f"eos={eos} is not a token id of a vocabulary of size {vocab_size}")
+    if not is_int(vocab_size) or vocab_size < 1:
+        raise InvalidParameterError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    if eos is not None and (not is_int(eos) or not 0 <= eos < vocab_size):
+        raise InvalidParameterError(f"eos={eos!r} is not a token id of a vocabulary of size "
+                                    f"{vocab_size}")
 
 
 class FunctionLM:
@@ -137,6 +141,8 @@ class FunctionLM:
     def __init__(self, vocab_size: int, probs: Callable[[Prefix], Probs], eos: int | None = None,
                  name: str = "FunctionLM") -> None:
         _check_vocab(vocab_size, eos)
+        if not callable(probs):
+            raise InvalidParameterError(f"probs must be a function prefix -> row, got {probs!r}")
         self.vocab_size = vocab_size
         self.fn = probs
         self.eos = eos
@@ -175,12 +181,18 @@ class TableLM:
 
     def __post_init__(self) -> None:
         _check_vocab(self.vocab_size, self.eos)
-        if self.context < 0:
-            raise ValueError(f"context must be >= 0, got {self.context}")
+        check_int("context", self.context, low=0)
+        if not isinstance(self.table, Mapping):
+            raise InvalidParameterError(f"{self.name}: table must be a mapping context -> row, "
+                                        f"got {type(self.table).__name__}")
         rows = {tuple(k): tuple(v) for k, v in self.table.items()}
         for key, row in rows.items():
             if len(key) > self.context:
-                raise ValueError(f"{self.name}: context key {key!r} longer than {self.context}")
+                raise InvalidParameterError(f"{self.name}: context key {key!r} longer than "
+                                            f"{self.context}")
+            if not all(is_int(t) and 0 <= t < self.vocab_size for t in key):
+                raise InvalidParameterError(f"{self.name}: context key {key!r} holds a token "
+                                            f"that is not an id below {self.vocab_size}")
             validate_probs(row, self.vocab_size, model=self, prefix=key)
         if self.default is not None:
             validate_probs(tuple(self.default), self.vocab_size, model=self, prefix=())
@@ -214,8 +226,13 @@ class TableLM:
         and shorter contexts (the start of a sequence) get one too. ``exact=False`` converts the
         rows to floats.
         """
-        if denominator < vocab_size:
-            raise ValueError("denominator must be >= vocab_size so every row can be represented")
+        _check_vocab(vocab_size, eos)
+        check_int("context", context, low=0)
+        check_seed("seed", seed)
+        if not is_int(denominator) or denominator < vocab_size:
+            raise InvalidParameterError(f"denominator must be an int >= vocab_size so every row "
+                                        f"can be represented, got {denominator!r}")
+        check_number("zero_prob", zero_prob, low=0, high=1)
         gen = np.random.default_rng(seed)
         table: dict[Prefix, tuple[Number, ...]] = {}
         for length in range(context + 1):

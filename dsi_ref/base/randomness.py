@@ -22,6 +22,7 @@ The exact interpreter (`dsi_ref.audit.exact`) gives the same calls their law ins
 from __future__ import annotations
 
 import hashlib
+import math
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
@@ -29,7 +30,11 @@ from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Key", "Randomness", "Sampler", "SchedulerPolicy", "keyed_uniform", "merge_point"]
+from .errors import InvalidParameterError
+from .validate import check_bool, check_seed, is_int
+
+__all__ = ["SCHEDULER_POLICIES", "Key", "Randomness", "Sampler", "SchedulerPolicy", "keyed_uniform",
+           "merge_point"]
 
 T = TypeVar("T")
 Key: TypeAlias = Hashable
@@ -38,6 +43,8 @@ SchedulerPolicy: TypeAlias = (
 )
 
 _BUFFER = 4096
+#: The named scheduler policies of `Sampler` (besides a callable).
+SCHEDULER_POLICIES = ("first", "last", "random")
 
 
 @runtime_checkable
@@ -99,7 +106,9 @@ def keyed_uniform(seed: int, key: Key) -> float:
     the decoders use) hash in C: CPython's hash of ints and int tuples is not salted, so ``u`` is
     the same in every process (64-bit CPython >= 3.8). Other keys go through BLAKE2b of ``repr``.
     """
-    return _keyed_uniform(_mix64(seed & _MASK), key)
+    if not is_int(seed):
+        raise InvalidParameterError(f"seed must be an int, got {seed!r}")
+    return _keyed_uniform(_mix64(int(seed) & _MASK), key)
 
 
 def _keyed_uniform(seed_mix: int, key: Key) -> float:
@@ -115,18 +124,33 @@ def _keyed_uniform(seed_mix: int, key: Key) -> float:
 
 
 def _cdf(weights: Sequence[Fraction | float]) -> tuple[list[float], int]:
-    """The cumulative float sums of ``weights`` (validated) and the last positive index."""
+    """The cumulative float sums of ``weights`` (validated) and the last positive index.
+
+    Refused (`InvalidParameterError`): a weight that is not a finite number >= 0 (NaN, inf, a
+    ``bool``, a string), no positive weight, and weights whose float sum overflows.
+    """
     cdf: list[float] = []
     total, last = 0.0, -1
-    for i, w in enumerate(weights):
-        if not w >= 0:  # also rejects NaN
-            raise ValueError(f"categorical weights must be >= 0, got {list(weights)!r}")
-        if w > 0:
-            total += float(w)
-            last = i
-        cdf.append(total)
+    try:
+        for i, w in enumerate(weights):
+            if isinstance(w, bool) or not w >= 0 or not math.isfinite(w):  # NaN fails `>= 0`
+                raise InvalidParameterError(
+                    f"categorical weights must be finite numbers >= 0, got {list(weights)!r}")
+            if w > 0:
+                total += float(w)
+                last = i
+            cdf.append(total)
+    except TypeError:
+        raise InvalidParameterError(f"categorical weights must be numbers, got {weights!r}"
+                                    ) from None
+    except OverflowError:
+        total = math.inf
     if not total > 0:
-        raise ValueError(f"categorical weights must have a positive sum, got {list(weights)!r}")
+        raise InvalidParameterError(
+            f"categorical weights must have a positive sum, got {list(weights)!r}")
+    if not math.isfinite(total):
+        raise InvalidParameterError(f"categorical weights overflow a float (their sum is "
+                                    f"{total}); scale them down: {list(weights)!r}")
     return cdf, last
 
 
@@ -164,10 +188,13 @@ class Sampler:
 
     def __init__(self, seed: int, *, keyed: bool = True,
                  scheduler: SchedulerPolicy = "first") -> None:
-        if not isinstance(seed, int | np.integer):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        self.seed = int(seed)
-        self.keyed = keyed
+        self.seed = check_seed("Sampler seed", seed)
+        self.keyed = check_bool("keyed", keyed)
+        if not callable(scheduler) and (not isinstance(scheduler, str)
+                                        or scheduler not in SCHEDULER_POLICIES):
+            raise InvalidParameterError(f"scheduler must be one of {SCHEDULER_POLICIES} or a "
+                                        f"callable policy(options, key) -> index, got "
+                                        f"{scheduler!r}")
         self.scheduler = scheduler
         # numpy generators are made on first use: keyed runs never need the stream
         self._gen: np.random.Generator | None = None
@@ -198,14 +225,19 @@ class Sampler:
 
     def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
         """``uniform(key) < p``."""
-        if not 0 <= p <= 1:
-            raise ValueError(f"bernoulli probability must lie in [0, 1], got {p!r}")
+        try:
+            valid = 0 <= p <= 1 and type(p) is not bool
+        except TypeError:
+            valid = False
+        if not valid:
+            raise InvalidParameterError(
+                f"bernoulli probability must lie in [0, 1], got {p!r}")
         return self.uniform(key) < p
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
         """The scheduler's pick among ``options`` (see ``scheduler``)."""
         if not options:
-            raise ValueError("choose() needs at least one option")
+            raise InvalidParameterError("choose() needs at least one option")
         policy = self.scheduler
         if len(options) == 1 or policy == "first":
             return options[0]
@@ -217,8 +249,9 @@ class Sampler:
             return options[int(self._sched.integers(len(options)))]
         if callable(policy):
             index = policy(options, key)
-            if not 0 <= index < len(options):
-                raise ValueError(f"scheduler policy returned index {index} for "
-                                 f"{len(options)} options")
+            if not is_int(index) or not 0 <= index < len(options):
+                raise InvalidParameterError(f"scheduler policy returned index {index!r} for "
+                                            f"{len(options)} options (an int in [0, "
+                                            f"{len(options)}) is needed)")
             return options[index]
-        raise ValueError(f"unknown scheduler policy {policy!r}")
+        raise InvalidParameterError(f"unknown scheduler policy {policy!r}")

@@ -16,7 +16,8 @@ from typing import SupportsIndex, cast
 
 from .errors import InvalidParameterError
 
-__all__ = ["check_choice", "check_int", "check_number", "is_int"]
+__all__ = ["check_bool", "check_choice", "check_int", "check_number", "check_seed", "is_finite",
+           "is_int"]
 
 
 def is_int(value: object) -> bool:
@@ -24,6 +25,20 @@ def is_int(value: object) -> bool:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return False
     return isinstance(value, numbers.Integral)
+
+
+def is_finite(value: object) -> bool:
+    """True for a finite real number: every ``int`` and ``Fraction`` (however large), a float
+    that is neither infinite nor NaN; False for anything else (a ``bool`` included).
+
+    >>> is_finite(10**400), is_finite(float("nan"))
+    (True, False)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    if isinstance(value, numbers.Rational):
+        return True
+    return math.isfinite(cast(float, value))
 
 
 def check_int(name: str, value: object, *, low: int = 1,
@@ -40,6 +55,32 @@ def check_int(name: str, value: object, *, low: int = 1,
     """
     if not is_int(value) or operator.index(cast(SupportsIndex, value)) < low:
         raise error(f"{name} must be an int >= {low}, got {value!r}")
+    return operator.index(cast(SupportsIndex, value))
+
+
+def check_bool(name: str, value: object, *,
+               error: type[Exception] = InvalidParameterError) -> bool:
+    """``value`` when it is a ``bool`` (or a numpy bool); ``error`` naming ``name`` otherwise
+    (``1`` or ``"yes"`` is not a flag: a truthy value is never taken for ``True``).
+
+    >>> check_bool("keyed", True)
+    True
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise error(f"{name} must be True or False, got {value!r}")
+
+
+def check_seed(name: str, value: object, *,
+               error: type[Exception] = InvalidParameterError) -> int:
+    """``value`` as an ``int`` when it is a seed: an integer ``>= 0`` (numpy integers count,
+    ``bool`` does not), as numpy's seeding requires.
+
+    >>> check_seed("seed", 7)
+    7
+    """
+    if not is_int(value) or operator.index(cast(SupportsIndex, value)) < 0:
+        raise error(f"{name} must be an int >= 0 (a seed), got {value!r}")
     return operator.index(cast(SupportsIndex, value))
 
 
@@ -60,7 +101,7 @@ def check_number(name: str, value: object, *, positive: bool = False, allow_none
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise error(f"{name} must be a number, got {value!r}")
     number = cast(float, value)
-    if not math.isfinite(number):
+    if not is_finite(number):
         raise error(f"{name} must be finite{' and > 0' if positive else ''}, got {value!r}")
     if positive and not number > 0:
         raise error(f"{name} must be finite and > 0, got {value!r}")
@@ -74,5 +115,6 @@ def check_choice(name: str, value: object, choices: Collection[object], *,
 
     >>> check_choice("queue", "fifo", ("fifo", "lifo", "any"))
     """
-    if not isinstance(value, str | int | bool | None) or value not in choices:
+    if (not (isinstance(value, str | bool | None) or is_int(value)) or value not in choices
+            or (isinstance(value, bool) and not any(c is value for c in choices))):
         raise error(f"{name} must be one of {tuple(choices)}, got {value!r}")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 
+from ..base.errors import InvalidParameterError
+from .args import check_output
 from .audit_sections import SECTIONS, Section, SectionSpec, render_section
 from .hf_section import SECTION as HF_SECTION
 from .theorems_command import SECTION as THEOREMS_SECTION
@@ -44,8 +45,9 @@ def _audit(args: argparse.Namespace) -> int:
     try:
         selected = select_sections(args.section or (), hf=args.hf)
     except KeyError as error:
-        print(error.args[0], file=sys.stderr)
-        return 2
+        raise InvalidParameterError(error.args[0]) from None
+    if args.json:
+        check_output(args.json)
     results: list[Section] = []
     for make in selected:
         section = make.run(quick=args.quick, progress=not args.no_progress)

@@ -25,6 +25,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import InvalidParameterError
+from .args import check_output, nonnegative_int, positive_int
+
 if TYPE_CHECKING:
     from ..sim.params import Algorithm, Contention
 
@@ -76,12 +79,24 @@ def _csv_devices(text: str) -> list[str]:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    for path in (args.json, args.table_row):   # outputs first: never fail after the run
+        if path:
+            check_output(path)
+    try:
+        from ..backends.torch_model import PRESETS
+    except ImportError as error:
+        raise InvalidParameterError(f"dsi-ref bench needs the [torch] extra ({error}): pip "
+                                    "install 'dsi-ref[torch]'") from None
+    for name in (args.target, args.drafter):
+        if not Path(name).is_dir() and name not in PRESETS:
+            raise InvalidParameterError(f"unknown preset {name!r} (and not a checkpoint "
+                                        f"directory); known presets: {', '.join(PRESETS)}")
     from ..backends.engine import Engine
     from ..backends.measure import random_prompts
-    from ..backends.torch_model import PRESETS, TorchLM, describe_device, resolve_device
-    from ..base.errors import BackendError
+    from ..backends.torch_model import TorchLM, canonical_device, describe_device, resolve_device
 
     device = resolve_device(args.device)
+    canonical_device(device)   # a CUDA device this machine lacks is a BackendError, now
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
     models: list[Any] = []
     for name, seed in ((args.target, args.seed), (args.drafter, args.seed + 1)):
@@ -89,13 +104,9 @@ def _bench(args: argparse.Namespace) -> int:
             from ..backends.checkpoint import CheckpointLM
 
             models.append(CheckpointLM(name, device=device, dtype=args.dtype))
-        elif name in PRESETS:
+        else:
             models.append(TorchLM(name, seed=seed, device=device, dtype=args.dtype,
                                   max_seq_len=max_seq))
-        else:
-            print(f"unknown preset {name!r} (and not a checkpoint directory); known presets: "
-                  f"{', '.join(PRESETS)}", file=sys.stderr)
-            return 2
     target, drafter = models
     prompts = random_prompts(target.vocab_size, args.prompts, args.prompt_len, args.seed)
     where = describe_device(device)
@@ -107,13 +118,9 @@ def _bench(args: argparse.Namespace) -> int:
           f"server devices {','.join(args.server_devices or [where])}",
           flush=True)
 
-    try:
-        engine = Engine(target, drafter, segments=args.segments,
-                        frontier_yields=args.frontier_yields, batched=args.batched,
-                        server_devices=args.server_devices)
-    except BackendError as error:
-        print(f"dsi-ref bench: {error}", file=sys.stderr)
-        return 2
+    engine = Engine(target, drafter, segments=args.segments,   # a BackendError: main's
+                    frontier_yields=args.frontier_yields, batched=args.batched,
+                    server_devices=args.server_devices)
     try:
         return _measure_and_run(engine, target, drafter, prompts, where, args)
     finally:
@@ -336,11 +343,11 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32", "fp64"))
     p.add_argument("--lookahead", type=_csv_ints, default=[5], help="comma-separated, e.g. 3,5")
     p.add_argument("--sp-degree", type=_csv_ints, default=[4], help="comma-separated, e.g. 2,4")
-    p.add_argument("--new-tokens", type=int, default=128)
-    p.add_argument("--prompts", type=int, default=5)
-    p.add_argument("--prompt-len", type=int, default=64)
+    p.add_argument("--new-tokens", type=positive_int, default=128)
+    p.add_argument("--prompts", type=positive_int, default=5)
+    p.add_argument("--prompt-len", type=positive_int, default=64)
     p.add_argument("--verify", default="greedy", choices=("greedy", "rejection", "exact_match"))
-    p.add_argument("--segments", type=int, default=4,
+    p.add_argument("--segments", type=positive_int, default=4,
                    help="layer segments per target-server forward (preemption points; 1: none)")
     p.add_argument("--frontier-yields", action="store_true",
                    help="one-GPU policy: frontier forwards wait while a verification forward "
@@ -351,12 +358,12 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="devices of the DSI target servers, server i on the i-th (cycling), "
                    "e.g. cuda:1,cuda:2,cuda:3 for one GPU per server (the paper's setting); "
                    "default: all on --device with the drafter")
-    p.add_argument("--contention-forwards", type=int, default=50, metavar="N",
+    p.add_argument("--contention-forwards", type=nonnegative_int, default=50, metavar="N",
                    help="forwards per timing of the two extra inputs of the prediction: how "
                    "concurrent forwards slow each other down on one device (skipped when "
                    "--server-devices puts servers on other devices) and the cost of a "
                    "verification forward of k + 1 tokens (0: skip both)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",
                    help="also write the measured latencies and acceptance as a row for "

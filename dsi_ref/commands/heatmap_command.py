@@ -9,14 +9,13 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from tqdm import tqdm
 
 from ..sim.grid import HeatmapSpec, compute_heatmap, render_summary, summarize, write_outputs
-from .args import positive_int
+from .args import check_output, check_plotting, positive_int
 
 __all__ = ["install", "sp_sweep_rows"]
 
@@ -55,7 +54,9 @@ def sp_sweep_rows(summaries: list[dict[str, Any]],
 
 
 def _run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+    out = check_output(args.out, directory=True)
+    if not args.no_plot:
+        check_plotting()
     n_tokens = args.n_tokens or (1000 if args.model == "paper" else 200)
     lookahead_set: Literal["quirks", "fair"] = args.si_lookahead_set or (
         "quirks" if args.model == "paper" else "fair")

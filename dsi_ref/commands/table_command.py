@@ -11,24 +11,29 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..base.errors import InvalidParameterError
 from ..sim.paper_table import PHI3_MBPP, TableResult, compute_row, read_rows
 from ..sim.params import required_servers
-from .args import positive_int
+from .args import check_output, check_plotting, positive_int
 
 __all__ = ["install", "render_result"]
 
 
 def _range(text: str) -> list[int]:
-    """``"1-10"`` or ``"1,2,5"`` → a list of ints."""
+    """``"1-10"`` or ``"1,2,5"`` → a non-empty list of ints >= 1 (a usage error otherwise:
+    ``"5-1"`` is an empty range, not an empty run)."""
     try:
         if "-" in text:
             lo, hi = (int(x) for x in text.split("-"))
-            return list(range(lo, hi + 1))
-        return [int(x) for x in text.split(",")]
+            values = list(range(lo, hi + 1))
+        else:
+            values = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a range like 1-10 or a list like 1,2,5, "
                                          f"got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected ints >= 1 (a range lo-hi with lo <= hi, or "
+                                         f"a list), got {text!r}")
+    return values
 
 
 def render_result(result: TableResult) -> str:
@@ -61,10 +66,10 @@ def render_result(result: TableResult) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    out = check_output(args.out, directory=True)
+    if not args.no_plot:
+        check_plotting()
     rows = [PHI3_MBPP] + (read_rows(Path(args.rows)) if args.rows else [])
-    if min(args.lookaheads) < 1 or min(args.sp_degrees) < 1:
-        raise InvalidParameterError("lookaheads and SP degrees must be >= 1")
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for row in rows:

@@ -14,6 +14,7 @@ import time
 from proofs import THEOREMS, TheoremResult, prove, render_markdown, render_text
 from proofs.verdict_table import COLUMNS, rows, summary
 
+from ..base.errors import InvalidParameterError
 from .audit_sections import Section, SectionSpec, progress_bar
 
 __all__ = ["SECTION", "install", "theorems_section"]
@@ -43,14 +44,13 @@ SECTION = SectionSpec("theorems", theorems_section)
 
 
 def _run(args: argparse.Namespace) -> int:
-    results = [prove(t) for t in progress_bar(
-        [t for t in THEOREMS if not args.theorem or t.name in args.theorem],
-        total=len(args.theorem or THEOREMS), desc="theorems", enabled=not args.no_progress)]
     unknown = set(args.theorem or ()) - {t.name for t in THEOREMS}
     if unknown:
-        print(f"unknown theorem(s): {', '.join(sorted(unknown))}; known: "
-              f"{', '.join(t.name for t in THEOREMS)}")
-        return 2
+        raise InvalidParameterError(f"unknown theorem(s): {', '.join(sorted(unknown))}; known: "
+                                    f"{', '.join(t.name for t in THEOREMS)}")
+    chosen = [t for t in THEOREMS if not args.theorem or t.name in args.theorem]
+    results = [prove(t) for t in progress_bar(chosen, total=len(chosen), desc="theorems",
+                                              enabled=not args.no_progress)]
     render = render_markdown if args.markdown else render_text
     print(render(results, times=not args.no_times))
     return 0 if all(r.as_expected for r in results) else 1

@@ -7,8 +7,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from ..audit.suite import default_suite
-from ..base.errors import InvalidParameterError
 from ..base.latency import Latency
+from .args import check_output, check_plotting, nonnegative_int, positive_int
 from .gantt import compare_runs, plot_timelines, timeline_text
 
 __all__ = ["install"]
@@ -26,6 +26,9 @@ def _fraction(text: str) -> Fraction:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if not args.no_plot:
+        check_output(args.out)
+        check_plotting()
     pairs = {p.name: p for p in default_suite()}
     pair = pairs[args.model]
     latency = Latency(drafter=args.drafter_cost, target=args.target_cost,
@@ -42,12 +45,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.no_plot:
         title = (f"{pair.name}, seed {args.seed}, k={args.lookahead}, SP={args.sp_degree}, "
                  f"c={args.drafter_cost}, {args.verify}")
-        try:
-            path = plot_timelines(runs, Path(args.out), title=title)
-        except InvalidParameterError as error:
-            print(f"error: {error}")
-            return 2
-        print(f"wrote {path}")
+        print(f"wrote {plot_timelines(runs, Path(args.out), title=title)}")
     return 0
 
 
@@ -63,10 +61,13 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(the [plot] extra) unless --no-plot.")
     p.add_argument("--model", choices=names, default="bigram",
                    help="model pair of the default suite (default bigram)")
-    p.add_argument("--tokens", type=int, default=8, help="max_new_tokens (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="Sampler seed shared by the three runs")
-    p.add_argument("--lookahead", type=int, default=2, help="drafts per verification (k)")
-    p.add_argument("--sp-degree", type=int, default=3, help="DSI target servers (default 3)")
+    p.add_argument("--tokens", type=positive_int, default=8, help="max_new_tokens (default 8)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="Sampler seed shared by the three runs")
+    p.add_argument("--lookahead", type=positive_int, default=2,
+                   help="drafts per verification (k)")
+    p.add_argument("--sp-degree", type=positive_int, default=3,
+                   help="DSI target servers (default 3)")
     p.add_argument("--drafter-cost", type=_fraction, default=Fraction(1, 4),
                    help="drafter forward cost c in target forwards (default 1/4)")
     p.add_argument("--target-cost", type=_fraction, default=Fraction(1),

@@ -13,6 +13,7 @@ from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Randomness
 from ..base.result import Run
+from ..base.validate import check_bool
 from .common import check_inputs
 from .speculative import SIRun, SpeculativeConfig
 
@@ -22,7 +23,8 @@ __all__ = ["autoregressive", "non_si_config"]
 def non_si_config(greedy: bool, latency: Latency | None = None) -> SpeculativeConfig:
     """The configuration of a non-SI `SIRun` (no drafter): with no draft, every rule but greedy
     samples ``p``, and greedy takes ``argmax p`` (the lookahead is unused)."""
-    return SpeculativeConfig(1, "greedy" if greedy else "rejection", latency or Latency())
+    return SpeculativeConfig(1, "greedy" if greedy else "rejection",
+                             Latency() if latency is None else latency)
 
 
 def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
@@ -33,5 +35,6 @@ def autoregressive(target: LanguageModel, prompt: Sequence[int], max_new_tokens:
     Stops after ``max_new_tokens`` tokens or at the target's EOS. Each step costs one target
     forward (``latency.target_first`` for the first: TTFT + (N − 1)·TPOT in all).
     """
-    prompt = check_inputs(target, prompt, max_new_tokens)
+    check_bool("greedy", greedy)
+    prompt = check_inputs(target, prompt, max_new_tokens, rng=rng)
     return SIRun(target, None, prompt, max_new_tokens, rng, non_si_config(greedy, latency)).run()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from fractions import Fraction
 from functools import partial
 
@@ -10,9 +10,9 @@ from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number, Prefix, checked_probs
 from ..base.result import Event, Run
-from ..base.validate import check_int
+from ..base.validate import check_int, is_int
 
-__all__ = ["Recorder", "check_inputs", "model_probs", "model_reader"]
+__all__ = ["Recorder", "check_inputs", "check_rng", "model_probs", "model_reader"]
 
 
 def model_probs(model: LanguageModel, prefix: Prefix) -> tuple[Number, ...]:
@@ -32,14 +32,34 @@ def model_reader(model: LanguageModel) -> Callable[[Prefix], tuple[Number, ...]]
     return partial(checked_probs, model)
 
 
+_UNCHECKED: object = object()
+
+
+def check_rng(rng: object) -> None:
+    """Refuse an ``rng`` that is not a `Randomness` (it needs ``categorical``, ``bernoulli`` and
+    ``choose``): a ``numpy.random.Generator`` or a seed is named, not an ``AttributeError`` deep
+    inside a run. Checked once per run, at its entry."""
+    if not all(callable(getattr(rng, name, None))
+               for name in ("categorical", "bernoulli", "choose")):
+        hint = (" (a seed: use dsi_ref.Sampler(seed))" if isinstance(rng, int)
+                else " (a numpy Generator draws outside the model: use dsi_ref.Sampler(seed))"
+                if type(rng).__module__.startswith("numpy") else "")
+        raise InvalidParameterError(
+            "rng must be a dsi_ref.Randomness (categorical, bernoulli and choose), e.g. "
+            f"dsi_ref.Sampler(0), got {type(rng).__name__}{hint}")
+
+
 def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
-                 drafter: LanguageModel | None = None) -> Prefix:
-    """Validate the arguments every decoder takes; return the prompt as a tuple."""
+                 drafter: LanguageModel | None = None, *, rng: object = _UNCHECKED) -> Prefix:
+    """Validate the arguments every decoder takes; return the prompt as a tuple of ``int``
+    (numpy integer ids are accepted and converted; ``bool`` is not an id). ``rng``, when given
+    (the decoders give theirs), must be a `Randomness` (`check_rng`)."""
     for name, model in (("target", target), ("drafter", drafter)):
         if model is None:
             continue
-        if not hasattr(model, "probs") or not hasattr(model, "vocab_size"):
-            raise TypeError(f"{name} is not a LanguageModel (needs vocab_size, eos, probs)")
+        if not all(hasattr(model, attr) for attr in ("probs", "vocab_size", "eos")):
+            raise InvalidParameterError(f"{name} is not a LanguageModel (needs vocab_size, eos "
+                                        f"and probs), got {type(model).__name__}")
     if drafter is not None:
         if drafter.vocab_size != target.vocab_size:
             raise InvalidParameterError(
@@ -49,12 +69,16 @@ def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: i
             raise InvalidParameterError(
                 f"target and drafter disagree on EOS: {target.eos} vs {drafter.eos}")
     check_int("max_new_tokens", max_new_tokens, low=0)
+    if isinstance(prompt, str | bytes) or not isinstance(prompt, Iterable):
+        raise InvalidParameterError(f"prompt must be a sequence of token ids, got {prompt!r}")
     prompt = tuple(prompt)
     for tok in prompt:
-        if not isinstance(tok, int) or not 0 <= tok < target.vocab_size:
+        if not is_int(tok) or not 0 <= tok < target.vocab_size:
             raise InvalidParameterError(
                 f"prompt token {tok!r} is not an id of a vocabulary of size {target.vocab_size}")
-    return prompt
+    if rng is not _UNCHECKED:
+        check_rng(rng)
+    return tuple(int(tok) for tok in prompt)
 
 
 class Recorder:

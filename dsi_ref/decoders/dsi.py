@@ -25,7 +25,7 @@ from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
-from ..base.validate import check_int
+from ..base.validate import check_choice, check_int
 from .common import check_inputs, merge_hint, model_probs
 from .verification import Rule, VerifyRule, as_rule
 
@@ -70,11 +70,8 @@ class DSIConfig:
             as_rule(self.verify)
         except (TypeError, ValueError) as error:
             raise InvalidParameterError(str(error)) from None
-        if self.queue not in QUEUE_POLICIES:
-            raise InvalidParameterError(f"queue must be one of {QUEUE_POLICIES}, got "
-                                        f"{self.queue!r}")
-        if self.sample_drafts_at not in ("end", "start"):
-            raise InvalidParameterError("sample_drafts_at must be 'end' or 'start'")
+        check_choice("queue", self.queue, QUEUE_POLICIES)
+        check_choice("sample_drafts_at", self.sample_drafts_at, ("end", "start"))
         if not isinstance(self.latency, Latency):
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
         if not isinstance(self.record, bool):
@@ -441,7 +438,7 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
     ``record=False`` returns no trace and no counters, and lets the exact engine merge far more
     paths (`DSIConfig`); the law of ``(tokens, time)`` is the same.
     """
-    config = DSIConfig(lookahead, sp_degree, latency or Latency(), verify, queue,
-                       sample_drafts_at, record)
-    prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+    config = DSIConfig(lookahead, sp_degree, Latency() if latency is None else latency, verify,
+                       queue, sample_drafts_at, record)
+    prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return DSIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

@@ -243,6 +243,6 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
     Returns a `Run` whose ``tokens`` follow the target's law exactly (for ``"rejection"`` and
     ``"exact_match"``; the greedy target sequence for ``"greedy"``), whatever the drafter.
     """
-    config = SpeculativeConfig(lookahead, verify, latency or Latency())
-    prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+    config = SpeculativeConfig(lookahead, verify, Latency() if latency is None else latency)
+    prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return SIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
-from ..base.errors import NumericalError
+from ..base.errors import InvalidParameterError, NumericalError
 from ..base.models import Number
 from ..base.randomness import Randomness
 
@@ -227,9 +227,10 @@ def as_rule(verify: VerifyRule | Rule) -> Rule:
     """The `Rule` object for a rule name or a rule object; a clear error otherwise."""
     if isinstance(verify, str):
         if verify not in RULES:
-            raise ValueError(f"verify must be one of {VERIFY_RULES} or a Rule, got {verify!r}")
+            raise InvalidParameterError(f"verify must be one of {VERIFY_RULES} or a Rule, got "
+                                        f"{verify!r}")
         return RULES[verify]
     if isinstance(verify, Rule):
         return verify
-    raise TypeError(f"verify must be a rule name {VERIFY_RULES} or a Rule object, got "
-                    f"{type(verify).__name__}")
+    raise InvalidParameterError(f"verify must be a rule name {VERIFY_RULES} or a Rule object, "
+                                f"got {type(verify).__name__}")

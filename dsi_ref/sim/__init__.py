@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..base.errors import InsufficientServersError, InvalidParameterError
-from ..base.validate import check_int
+from ..base.validate import check_int, check_seed
 from .event import dsi_event_exact, simulate_event
 from .paper import dsi_paper_exact, nonsi_exact, si_exact, simulate_paper
 from .params import (
@@ -148,7 +148,8 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | N
     n_repeats = check_int("n_repeats", n_repeats)
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
                 drafter_first, contention, verify_cost)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
+        check_seed("seed", seed))
     if p.model == "event" and p.algorithm == "dsi":
         return simulate_event(p, n_repeats, rng)
     return simulate_paper(p, n_repeats, rng)

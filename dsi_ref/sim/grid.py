@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..base.errors import InvalidParameterError
-from ..base.validate import check_int
+from ..base.validate import check_choice, check_int
 from .event import dsi_event_grid
 from .paper import dsi_paper_grid, si_grid
 from .params import MODELS, Model, SimParams, required_servers
@@ -75,10 +75,8 @@ class HeatmapSpec:
     def __post_init__(self) -> None:
         for name in ("ndim", "n_tokens", "sp_degree"):
             object.__setattr__(self, name, check_int(name, getattr(self, name)))
-        if self.si_lookahead_set not in ("quirks", "fair"):
-            raise InvalidParameterError("si_lookahead_set must be 'quirks' or 'fair'")
-        if self.model not in MODELS:
-            raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
+        check_choice("si_lookahead_set", self.si_lookahead_set, ("quirks", "fair"))
+        check_choice("model", self.model, MODELS)
 
     @property
     def label(self) -> str:
@@ -174,6 +172,9 @@ def compute_heatmap(spec: HeatmapSpec, *, jobs: int = 1,
     model solves one dynamic programme per ``(c, k)`` for all ``a`` at once, in ``jobs``
     processes. ``progress(iterator, total)`` wraps the event model's loop (a progress bar).
     """
+    if not isinstance(spec, HeatmapSpec):
+        raise InvalidParameterError(f"spec must be a HeatmapSpec, got {spec!r}")
+    jobs = check_int("jobs", jobs)
     cs, accs, lookaheads = grid_axes(spec)
     cf, af, kf = (np.array([float(x) for x in v]) for v in (cs, accs, lookaheads))
     c_grid, a_grid, k_grid = np.meshgrid(cf, af, kf, indexing="ij")

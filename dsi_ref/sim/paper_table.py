@@ -35,7 +35,7 @@ def _exact(value: object, name: str) -> Fraction:
         raise InvalidParameterError(f"{name} must be a number, got {value!r}")
     try:
         return Fraction(str(value)) if not isinstance(value, Fraction) else value
-    except ValueError:
+    except (ValueError, ZeroDivisionError):
         raise InvalidParameterError(f"{name} must be a number, got {value!r}") from None
 
 
@@ -61,6 +61,9 @@ class TableRow:
     lookahead: int | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidParameterError(f"a row's name must be a non-empty string, got "
+                                        f"{self.name!r}")
         for f in fields(self):
             if f.name.endswith("_ms") or f.name == "acceptance_rate":
                 value = _exact(getattr(self, f.name), f"{self.name}: {f.name}")
@@ -90,21 +93,50 @@ PHI3_MBPP = TableRow("Phi-3-medium / Phi-3-mini, MBPP", target_ttft_ms=Fraction(
                      sp_degree=7, lookahead=5)
 
 
+def _int_field(value: object, where: str) -> int:
+    """An int field of a rows file: an int (TOML) or the text of one (CSV); ``2.7``, ``"2.7"``,
+    ``2.0`` and ``true`` are refused, never truncated."""
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise InvalidParameterError(f"{where} must be an int, got {value!r}") from None
+    return check_int(where, value)
+
+
 def read_rows(path: Path) -> list[TableRow]:
     """Rows from a TOML file (``[[row]]`` tables) or a CSV file (a header with the field names
-    of `TableRow`; ``sp_degree`` and ``lookahead`` optional)."""
-    if path.suffix == ".toml":
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh).get("row")
-        if not isinstance(raw, list) or not raw:
-            raise InvalidParameterError(f"{path}: expected one or more [[row]] tables")
-        records: list[dict[str, Any]] = raw
-    elif path.suffix == ".csv":
-        with path.open(newline="") as fh:
-            records = [{k: v for k, v in r.items() if v not in ("", None)}
-                       for r in csv.DictReader(fh)]
-    else:
-        raise InvalidParameterError(f"{path}: rows must be a .toml or .csv file")
+    of `TableRow`; ``sp_degree`` and ``lookahead`` optional).
+
+    A file with no row, an unknown or missing field, a malformed file and a non-integer
+    ``sp_degree`` or ``lookahead`` (``2.7`` is not truncated to 2) raise
+    `InvalidParameterError` naming the file and the row; a file that cannot be read raises
+    `OSError`.
+    """
+    path = Path(path)
+    try:
+        if path.suffix == ".toml":
+            with path.open("rb") as fh:
+                raw = tomllib.load(fh).get("row")
+            if not isinstance(raw, list) or not raw or not all(isinstance(r, dict) for r in raw):
+                raise InvalidParameterError(f"{path}: expected one or more [[row]] tables")
+            records: list[dict[str, Any]] = raw
+        elif path.suffix == ".csv":
+            with path.open(newline="") as fh:
+                reader = csv.DictReader(fh)
+                records = [{k: v for k, v in r.items() if v not in ("", None)}
+                           for r in reader]
+            if None in {k for r in records for k in r}:
+                raise InvalidParameterError(f"{path}: a row has more values than the header "
+                                            "has fields")
+        else:
+            raise InvalidParameterError(f"{path}: rows must be a .toml or .csv file")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, csv.Error) as error:
+        raise InvalidParameterError(f"{path}: not a valid {path.suffix[1:].upper()} file: "
+                                    f"{error}") from None
+    if not records:
+        raise InvalidParameterError(f"{path}: no rows (a CSV needs a header line and one line "
+                                    "per row)")
     known = {f.name for f in fields(TableRow)}
     rows = []
     for i, record in enumerate(records, 1):
@@ -116,7 +148,7 @@ def read_rows(path: Path) -> list[TableRow]:
                                         f"missing fields {sorted(missing)}")
         for name in ("sp_degree", "lookahead"):
             if name in record:
-                record[name] = int(record[name])
+                record[name] = _int_field(record[name], f"{path}: row {i}: {name}")
         rows.append(TableRow(**record))
     return rows
 
@@ -180,6 +212,14 @@ def compute_row(row: TableRow, *, n_tokens: int, lookaheads: Sequence[int],
                 ) -> TableResult:
     """Exact expected latencies (ms) of non-SI, SI, paper-model DSI and event-model DSI
     (the event model in ``jobs`` processes, one task per (lookahead, SP))."""
+    if not isinstance(row, TableRow):
+        raise InvalidParameterError(f"row must be a TableRow, got {row!r}")
+    jobs = check_int("jobs", jobs)
+    for name, given in (("lookaheads", lookaheads), ("sp_degrees", sp_degrees)):
+        if not given:
+            raise InvalidParameterError(f"{name} must not be empty")
+        for item in given:
+            check_int(f"each of {name}", item)
     u, a, tpot = row.units, row.acceptance_rate, float(row.target_tpot_ms)
     common: dict[str, Any] = {"c": u["c"], "a": a, "n_tokens": n_tokens,
                               "target_first": u["target_first"],

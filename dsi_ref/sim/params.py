@@ -45,6 +45,8 @@ def required_servers(c: Num, lookahead: int) -> int:
     >>> required_servers(Fraction(1, 20), 3)
     7
     """
+    check_number("c", c, positive=True)
+    lookahead = check_int("lookahead", lookahead)
     if is_exact(c):
         return math.ceil(Fraction(1) / (lookahead * Fraction(c)))
     return math.ceil(1.0 / (lookahead * float(c)))
@@ -91,8 +93,13 @@ class Contention:
         >>> Contention.from_times((3.0, 4.5), (0.5, 0.75)).drafter
         (1.0, 1.5)
         """
-        if not target or not drafter:
-            raise InvalidParameterError("Contention.from_times needs at least one time of each")
+        for name, times in (("target", target), ("drafter", drafter)):
+            given: object = times
+            if isinstance(given, str | bytes) or not hasattr(given, "__len__") or not len(times):
+                raise InvalidParameterError(f"Contention.from_times needs a non-empty sequence "
+                                            f"of {name} times, got {times!r}")
+            for t in times:
+                check_number(f"Contention.from_times: a {name} time", t, positive=True)
         return cls(tuple(t / target[0] for t in target), tuple(d / drafter[0] for d in drafter))
 
     @staticmethod
