@@ -74,7 +74,11 @@ class Latency:
 
     def __post_init__(self) -> None:
         for name in ("drafter", "target", "drafter_first", "target_first"):
-            _check_cost(f"Latency.{name}", getattr(self, name))
+            value = getattr(self, name)
+            if value is None and name in ("drafter", "target"):
+                raise InvalidParameterError(f"Latency.{name}: expected a number or a "
+                                            "{value: prob} mapping, got None")
+            _check_cost(f"Latency.{name}", value)
 
     @classmethod
     def from_ms(cls, *, target_ttft: float, target_tpot: float, drafter_ttft: float,

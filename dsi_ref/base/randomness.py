@@ -232,7 +232,7 @@ class Sampler:
         if not valid:
             raise InvalidParameterError(
                 f"bernoulli probability must lie in [0, 1], got {p!r}")
-        return self.uniform(key) < p
+        return bool(self.uniform(key) < p)  # a Python bool, whatever number type p is
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
         """The scheduler's pick among ``options`` (see ``scheduler``)."""

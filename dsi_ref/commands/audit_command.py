@@ -46,7 +46,7 @@ def _audit(args: argparse.Namespace) -> int:
         selected = select_sections(args.section or (), hf=args.hf)
     except KeyError as error:
         raise InvalidParameterError(error.args[0]) from None
-    if args.json:
+    if args.json is not None:
         check_output(args.json)
     results: list[Section] = []
     for make in selected:

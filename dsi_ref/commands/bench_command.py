@@ -80,7 +80,7 @@ def _csv_devices(text: str) -> list[str]:
 
 def _bench(args: argparse.Namespace) -> int:
     for path in (args.json, args.table_row):   # outputs first: never fail after the run
-        if path:
+        if path is not None:
             check_output(path)
     try:
         from ..backends.torch_model import PRESETS

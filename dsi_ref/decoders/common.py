@@ -39,8 +39,8 @@ def check_rng(rng: object) -> None:
     """Refuse an ``rng`` that is not a `Randomness` (it needs ``categorical``, ``bernoulli`` and
     ``choose``): a ``numpy.random.Generator`` or a seed is named, not an ``AttributeError`` deep
     inside a run. Checked once per run, at its entry."""
-    if not all(callable(getattr(rng, name, None))
-               for name in ("categorical", "bernoulli", "choose")):
+    if isinstance(rng, type) or not all(callable(getattr(rng, name, None))
+                                        for name in ("categorical", "bernoulli", "choose")):
         hint = (" (a seed: use dsi_ref.Sampler(seed))" if isinstance(rng, int)
                 else " (a numpy Generator draws outside the model: use dsi_ref.Sampler(seed))"
                 if type(rng).__module__.startswith("numpy") else "")

@@ -122,7 +122,7 @@ def read_rows(path: Path) -> list[TableRow]:
                 raise InvalidParameterError(f"{path}: expected one or more [[row]] tables")
             records: list[dict[str, Any]] = raw
         elif path.suffix == ".csv":
-            with path.open(newline="") as fh:
+            with path.open(newline="", encoding="utf-8") as fh:
                 reader = csv.DictReader(fh)
                 records = [{k: v for k, v in r.items() if v not in ("", None)}
                            for r in reader]
