@@ -388,6 +388,15 @@ API_CASES: list[tuple[str, Callable[[], object], type[Exception], str]] = [
                                               sp_degrees=[2]), IPE, "lookaheads must not"),
     ("compute-row-sp-0", lambda: compute_row(PHI3_MBPP, n_tokens=2, lookaheads=[1],
                                              sp_degrees=[0]), IPE, "sp_degrees"),
+    # -- laws (the exact engine's own entry checks are another part of #13) ----------------
+    ("target-dist-n-neg", lambda: dr.target_distribution(T, (), -1), IPE, "max_new_tokens"),
+    ("target-dist-not-model", lambda: dr.target_distribution("t", (), 2), IPE,
+     "target is not a LanguageModel"),
+    ("target-dist-prompt", lambda: dr.target_distribution(T, (True,), 2), IPE, "prompt token"),
+    ("check-lossless-n", lambda: dr.check_lossless(lambda r: (), T, (), 1.5), IPE,
+     "max_new_tokens"),
+    ("assert-lossless-model", lambda: dr.assert_lossless(lambda r: (), "T", (), 1), IPE,
+     "target is not a LanguageModel"),
     # -- output checks ---------------------------------------------------------------------
     ("check-output-empty", lambda: check_output(""), IPE, "must not be empty"),
 ]
