@@ -26,6 +26,7 @@ PUBLIC_NAMES = (
     "assert_lossless", "autoregressive", "check_lossless", "dsi", "exact_distribution",
     "exact_expectation", "expected_latency", "keyed_uniform", "simulate_latency", "speculative",
     "statistical_audit", "target_distribution", "total_variation",
+    "NondeterministicProgramError",  # issue 13: randomness drawn outside rng
 )
 
 #: Modules users import by their dotted path (documented as public).

@@ -15,29 +15,77 @@ at the next one, until every path is explored; probabilities multiply as `Fracti
   sub-intervals.
 * ``merge_point(state)`` calls made by decoders let paths that reach the same state share the
   law of their continuation (dynamic programming instead of path enumeration).
+* Float weights are read as the `Fraction` of their binary value, normalised by their exact sum
+  (`exact_probabilities`, the one treatment of float rows that `target_distribution` shares).
 
 Laws are ``dict[value, Fraction]`` with zero-probability outcomes left out.
+
+**Randomness outside ``rng``.** The law is only defined for a program that is a deterministic
+function of the choices it makes through ``rng``; anything else gets
+`NondeterministicProgramError`, never a verdict. Three detectors, all cheap on the path of a
+well-behaved program:
+
+1. *Replays are checked*: the choices a replay makes before it branches must be the choices (kind,
+   key, options and probabilities) recorded when that path was first run; a different or a
+   missing choice raises at once, naming the first choice that differed and the path before it.
+2. *The entropy sources are guarded* while the program runs (in the auditing thread only, and
+   restored afterwards, exceptions included): a call of ``os.urandom``/``os.getrandom``, of
+   ``secrets``, of ``random.SystemRandom`` or of ``numpy.random.default_rng()`` without a seed
+   raises, naming the function and the path so far. The error is also recorded, so a program
+   that swallows exceptions is caught when its run ends.
+3. *The global generators' states are compared*: the state of Python's ``random``, of numpy's
+   legacy global ``RandomState`` (``np.random.random()``, ``np.random.seed``, ...) and, when
+   torch is already imported, of torch's global generator (``torch.rand``, ``Tensor.uniform_``,
+   ``torch.manual_seed``, ...), before and after the exploration, and after any error. A draw
+   changes them, through whatever name it was made; then a second, diagnostic exploration
+   compares the states around every run and the error names the generator and the path of the
+   first run that changed it.
+
+Seeded generators the program makes for itself (``np.random.default_rng(seed)``,
+``random.Random(seed)``, a torch ``Generator``) are deterministic and allowed, as is numpy's and
+torch's arithmetic. The happy path pays two snapshots of the states and a dozen attribute swaps
+per `exact_distribution` call (tens of microseconds), and one comparison per replayed choice.
+
+What no detector sees: entropy read through an alias captured before the audit (``from os import
+urandom``), or a fresh unseeded generator (``np.random.PCG64()``, ``random.Random()``), whose
+values change neither a choice nor a global state, only the returned value. Draw through ``rng``.
 """
 
 from __future__ import annotations
 
+import ctypes
+import math
+import numbers
+import os
+import random
+import secrets
 import sys
-from collections.abc import Callable, Hashable, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Generic, TypeAlias, TypeVar
+from functools import cache
+from typing import Any, ClassVar, Generic, TypeAlias, TypeVar, cast
 
-from ..base.errors import PathLimitError, ScheduleDependenceError
+import numpy as np
+
+from ..base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
 from ..base.randomness import Key, SchedulerPolicy
 
 __all__ = [
+    "ExactLaw",
     "Law",
+    "NondeterministicProgramError",
     "PathLimitError",
     "ScheduleDependenceError",
     "Witness",
     "WitnessStep",
     "exact_distribution",
     "exact_expectation",
+    "exact_law",
+    "exact_probabilities",
+    "readable",
     "total_variation",
 ]
 
@@ -62,7 +110,7 @@ class WitnessStep:
     probability: Fraction | None
 
     def __str__(self) -> str:
-        who = "scheduler" if self.probability is None else f"p={self.probability}"
+        who = "scheduler" if self.probability is None else f"p={readable(self.probability)}"
         key = "" if self.key is None else f" {self.key!r}"
         return f"{self.kind}{key} -> {self.chosen} ({who})"
 
@@ -87,11 +135,28 @@ class Witness:
     def __str__(self) -> str:
         steps = "\n".join(f"    {i + 1}. {s}" for i, s in enumerate(self.path)) or "    (start)"
         worst, pa, pb = self.discrepancy
-        return (f"schedule-dependent: after the path (probability {self.path_probability})\n"
+        return (f"schedule-dependent: after the path (probability "
+                f"{readable(self.path_probability)})\n"
                 f"{steps}\n  the scheduler's options {self.options[0]} and {self.options[1]} "
-                f"lead to different laws;\n  e.g. P({worst!r}) = {pa} vs {pb} "
-                f"(TV = {total_variation(*self.laws)})")
+                f"lead to different laws;\n  e.g. P({worst!r}) = {readable(pa)} vs "
+                f"{readable(pb)} (TV = {readable(total_variation(*self.laws))})")
 
+
+#: Largest denominator `readable` prints as a fraction.
+READABLE_DENOMINATOR = 10_000
+
+
+def readable(x: Fraction | float | int) -> str:
+    """A probability for a message: a small fraction as is (``3/8``), anything else as a short
+    decimal prefixed with ``~`` (``~0.405063``, ``~3.7e-17``). For display only: comparisons
+    stay exact.
+
+    >>> readable(Fraction(3, 8)), readable(Fraction(1, 3) + Fraction(1, 10**20))
+    ('3/8', '~0.333333')
+    """
+    if isinstance(x, Fraction | int) and Fraction(x).denominator <= READABLE_DENOMINATOR:
+        return str(x)
+    return f"~{float(x):.6g}"
 
 
 def total_variation(p: Law, q: Law) -> Fraction:
@@ -99,6 +164,76 @@ def total_variation(p: Law, q: Law) -> Fraction:
     keys = set(p) | set(q)
     return sum((abs(p.get(x, Fraction(0)) - q.get(x, Fraction(0))) for x in keys),
                Fraction(0)) / 2
+
+
+# ---------------------------------------------------------------------------------------------
+# One treatment of float weights
+
+
+def exact_probabilities(weights: Sequence[Fraction | float]) -> list[Fraction]:
+    """The law a row of weights stands for, exactly: each weight over their sum, as `Fraction`s.
+
+    A float weight is read as the `Fraction` of its binary value (``Fraction(0.25) == 1/4``;
+    ``Fraction(1/3)`` is the double nearest 1/3, exactly), and the row is divided by its exact
+    sum, so a float row that sums to ``1 ± 1e-16`` still stands for a law. This is the one
+    treatment of float rows on both sides of an exact audit: the enumerator reads every
+    ``rng.categorical`` this way, and `dsi_ref.target_distribution` reads the target's rows this
+    way, so a float model's own autoregressive law *equals* its target law. (Float arithmetic
+    *inside* a decoder, e.g. ``min(1, p/q)``, still rounds: `dsi_ref.check_lossless` reports that
+    noise apart, see its ``float_tolerance``.)
+
+    Raises:
+        ValueError: a negative, NaN or infinite weight, or a sum that is not positive.
+
+    >>> exact_probabilities([0.25, 0.75]), exact_probabilities([Fraction(1), 3])
+    ([Fraction(1, 4), Fraction(3, 4)], [Fraction(1, 4), Fraction(3, 4)])
+    """
+    return _normalised(weights)[0]
+
+
+#: Exact numbers: ints, numpy's integers, Fractions (a float is not one).
+_RATIONAL: tuple[type[Any], ...] = (numbers.Rational,)
+
+
+def _normalised(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool]:
+    """`exact_probabilities`, and whether some weight was a float (not a rational number)."""
+    exact: list[Fraction] = []
+    inexact = False
+    for w in weights:
+        if isinstance(w, Fraction):
+            exact.append(w)
+        elif isinstance(w, _RATIONAL):
+            exact.append(Fraction(w))
+        else:
+            inexact = True
+            try:
+                value = float(w)
+            except (TypeError, ValueError):
+                raise ValueError(f"categorical weights must be numbers, got {list(weights)!r}"
+                                 ) from None
+            if not math.isfinite(value):
+                raise ValueError(f"categorical weights must be finite, got {list(weights)!r}")
+            exact.append(Fraction(value))
+    total = sum(exact, Fraction(0))
+    if any(w < 0 for w in exact) or total <= 0:
+        raise ValueError(f"categorical weights must be >= 0 with a positive sum, got "
+                         f"{list(weights)!r}")
+    if total != 1:
+        exact = [w / total for w in exact]
+    return exact, inexact
+
+
+def _exact_probability(p: Fraction | float) -> tuple[Fraction, bool]:
+    """A Bernoulli probability as a `Fraction` (a float: its binary value), and whether it was
+    a float."""
+    if isinstance(p, Fraction):
+        return p, False
+    if isinstance(p, _RATIONAL):
+        return Fraction(p), False
+    value = float(p)
+    if not math.isfinite(value):
+        raise ValueError(f"bernoulli probability must lie in [0, 1], got {p!r}")
+    return Fraction(value), True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,6 +246,21 @@ class _Node:
     key: Key
     probs: list[Fraction] | None  # None for "choose"
     labels: list[str]
+
+
+def _same_node(a: _Node, b: _Node) -> bool:
+    """The same choice: kind, key, options and their probabilities."""
+    return a.kind == b.kind and a.labels == b.labels and a.probs == b.probs and a.key == b.key
+
+
+def _describe(node: _Node) -> str:
+    key = "" if node.key is None else f" {node.key!r}"
+    if node.probs is None:
+        options = ", ".join(node.labels)
+    else:
+        options = ", ".join(f"{label} (p={readable(p)})"
+                            for label, p in zip(node.labels, node.probs, strict=True))
+    return f"{node.kind}{key} over [{options}]"
 
 
 @dataclass
@@ -135,7 +285,10 @@ def _dead(key: Key, committed: tuple[int, ...]) -> bool:
 
 
 class _Replay:
-    """One run of the program: replays ``prefix``, then takes option 0 at every new choice."""
+    """One run of the program: replays ``prefix``, then takes option 0 at every new choice.
+
+    While it replays, each choice must be the one recorded on the engine's stack when the path was
+    first run (`NondeterministicProgramError` otherwise)."""
 
     def __init__(self, engine: _Engine[Any], prefix: tuple[int, ...]) -> None:
         self.engine = engine
@@ -146,6 +299,13 @@ class _Replay:
         self.intervals: dict[Key, tuple[Fraction, Fraction]] = {}
         self.scope_outer: tuple[int, ...] = ()
 
+    def path(self) -> tuple[WitnessStep, ...]:
+        """The choices this run has made so far."""
+        replayed = min(self.depth, len(self.prefix))
+        steps = [_step(node, c) for node, c in self.engine.stack[:replayed]]
+        steps += [_step(ev.node, 0) for ev in self.events if ev.node is not None]
+        return tuple(steps)
+
     # -- branching ------------------------------------------------------------------------------
     def _decide(self, node: _Node) -> int:
         d = self.depth
@@ -155,6 +315,10 @@ class _Replay:
                 f"one run made more than {self.engine.max_choices} choices; the program may not "
                 "terminate (raise max_choices if it is just long)")
         if d < len(self.prefix):
+            recorded = self.engine.stack[d][0]
+            if not _same_node(recorded, node):
+                self.depth = d
+                raise self.engine.diverged(self, recorded, node)
             index = self.prefix[d]
         else:
             index = 0
@@ -163,26 +327,22 @@ class _Replay:
         return index
 
     def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        values, probs_, labels, bins, inexact = self.engine.branches(weights)
+        if inexact:
+            self.engine.inexact = True
         if key is None or not self.engine.keyed or key not in self.intervals:
             # a fresh uniform: branch on the CDF's bins, remembered if the key is asked again
-            values, weights_, labels, bins = self.engine.branches(weights)
-            pick = self._decide(_Node("categorical", key, weights_, labels))
+            pick = self._decide(_Node("categorical", key, probs_, labels))
             if key is not None and self.engine.keyed:
                 self.intervals[key] = bins[pick]
             return values[pick]
-        exact = _exact_weights(weights)
-        total = sum(exact)
-        lo, hi = self.intervals.get(key, (Fraction(0), Fraction(1)))
+        lo, hi = self.intervals[key]
         width = hi - lo
         outcomes: list[int] = []
         probs: list[Fraction] = []
         subs: list[tuple[Fraction, Fraction]] = []
-        acc = Fraction(0)
-        for i, w in enumerate(exact):
-            left, acc = acc, acc + w / total
-            if w == 0:
-                continue
-            a, b = max(lo, left), min(hi, acc)
+        for i, (left, right) in zip(values, bins, strict=True):
+            a, b = max(lo, left), min(hi, right)
             if a < b:
                 outcomes.append(i)
                 probs.append((b - a) / width)
@@ -192,7 +352,9 @@ class _Replay:
         return outcomes[pick]
 
     def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
-        p = p if isinstance(p, Fraction) else Fraction(p)
+        p, inexact = _exact_probability(p)
+        if inexact:
+            self.engine.inexact = True
         if not 0 <= p <= 1:
             raise ValueError(f"bernoulli probability must lie in [0, 1], got {p}")
         if key is not None and self.engine.keyed:
@@ -240,37 +402,170 @@ class _Replay:
         self.events.append(_Event("ckpt", key=key))
 
 
-def _exact_weights(weights: Sequence[Fraction | float]) -> list[Fraction]:
-    exact = [w if isinstance(w, Fraction) else Fraction(w) for w in weights]
-    if any(w < 0 for w in exact) or sum(exact) <= 0:
-        raise ValueError(f"categorical weights must be >= 0 with a positive sum, got "
-                         f"{list(weights)!r}")
-    return exact
-
-
-_Branches = tuple[list[int], list[Fraction], list[str], list[tuple[Fraction, Fraction]]]
+_Branches = tuple[list[int], list[Fraction], list[str], list[tuple[Fraction, Fraction]], bool]
 
 
 def _branches(weights: Sequence[Fraction | float]) -> _Branches:
-    """Outcomes with positive weight, their probabilities, labels and CDF bins in [0, 1)."""
-    exact = _exact_weights(weights)
-    total = sum(exact)
+    """Outcomes with positive weight, their probabilities, labels, CDF bins in [0, 1), and
+    whether a weight was a float."""
+    exact, inexact = _normalised(weights)
     outcomes, probs, bins = [], [], []
     acc = Fraction(0)
-    for i, w in enumerate(exact):
-        if w > 0:
-            p = w / total
+    for i, p in enumerate(exact):
+        if p > 0:
             outcomes.append(i)
             probs.append(p)
             bins.append((acc, acc + p))
             acc += p
         # zero-weight outcomes have empty bins
-    return outcomes, probs, [str(i) for i in outcomes], bins
+    return outcomes, probs, [str(i) for i in outcomes], bins, inexact
 
 
 def _label(option: object) -> str:
     text = getattr(option, "label", None)
     return str(text) if text is not None else repr(option)
+
+
+# ---------------------------------------------------------------------------------------------
+# Randomness outside rng: the guard of the global generators and their states
+
+_Allowed: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any]], bool]
+
+
+def _unseeded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return (args[0] if args else kwargs.get("seed")) is None
+
+
+def _seeded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    return not _unseeded(args, kwargs)
+
+
+#: What the guard replaces: (owner, attribute, source named in the error, calls allowed).
+_Target: TypeAlias = tuple[object, str, str, "_Allowed | None"]
+
+
+@cache
+def _targets() -> tuple[_Target, ...]:
+    """The entry points of the entropy sources, which keep no state to compare: the generators
+    with a state (``random``'s, numpy's legacy one, torch's) are checked by `_global_states`."""
+    out: list[_Target] = [(random.SystemRandom, name, f"random.SystemRandom.{name}", None)
+                          for name in ("random", "getrandbits", "randbytes")]
+    out += [(secrets, name, f"secrets.{name}", None)
+            for name in ("choice", "randbelow", "randbits", "token_bytes", "token_hex",
+                         "token_urlsafe")]
+    out += [(os, name, f"os.{name}", None) for name in ("urandom", "getrandom")
+            if hasattr(os, name)]
+    out.append((np.random, "default_rng", "numpy.random.default_rng() without a seed", _seeded))
+    return tuple(out)
+
+
+class _Guard:
+    """While entered, draws from the process's global generators raise in this thread (see the
+    module docstring). Guards nest; the entry points are replaced while at least one is entered
+    (in any thread) and restored when the last one exits, exceptions included."""
+
+    _lock = threading.Lock()
+    _entered = 0
+    _patches: ClassVar[list[tuple[object, str, object, bool]]] = []
+    _wrappers: ClassVar[dict[tuple[int, str], tuple[object, Callable[..., Any]]]] = {}
+    _active: ClassVar[dict[int, list[_Guard]]] = {}
+
+    def __init__(self, engine: _Engine[Any]) -> None:
+        self.engine = engine
+        self.thread = threading.get_ident()
+
+    def hit(self, source: str) -> NondeterministicProgramError:
+        error = self.engine.outside(source)
+        if self.engine.violation is None:
+            self.engine.violation = error
+        return error
+
+    @staticmethod
+    def _wrapper(target: _Target, original: object) -> Callable[..., Any]:
+        owner, name, source, allowed = target
+        cached = _Guard._wrappers.get((id(owner), name))
+        if cached is not None and cached[0] is original:
+            return cached[1]
+        call = cast(Callable[..., Any], original)
+        active = _Guard._active
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            guards = active.get(threading.get_ident())
+            if guards and (allowed is None or not allowed(args, kwargs)):
+                raise guards[-1].hit(source)
+            return call(*args, **kwargs)
+
+        guarded.__name__ = getattr(original, "__name__", name)
+        guarded.__doc__ = getattr(original, "__doc__", None)
+        guarded.__wrapped__ = original  # type: ignore[attr-defined]
+        _Guard._wrappers[(id(owner), name)] = (original, guarded)
+        return guarded
+
+    @staticmethod
+    def _install() -> None:
+        try:
+            for target in _targets():
+                owner, name = target[0], target[1]
+                original = getattr(owner, name, None)
+                if original is None:
+                    continue
+                own = not isinstance(owner, type) or name in vars(owner)
+                _Guard._patches.append((owner, name, original, own))
+                setattr(owner, name, _Guard._wrapper(target, original))
+        except BaseException:
+            _Guard._restore()
+            raise
+
+    @staticmethod
+    def _restore() -> None:
+        while _Guard._patches:
+            owner, name, original, own = _Guard._patches.pop()
+            if own:
+                setattr(owner, name, original)
+            else:
+                delattr(owner, name)  # it was inherited: uncover the inherited one
+
+    def __enter__(self) -> _Guard:
+        with _Guard._lock:
+            if _Guard._entered == 0:
+                _Guard._install()
+            _Guard._entered += 1
+        _Guard._active.setdefault(self.thread, []).append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        guards = _Guard._active[self.thread]
+        guards.remove(self)
+        if not guards:
+            del _Guard._active[self.thread]
+        with _Guard._lock:
+            _Guard._entered -= 1
+            if _Guard._entered == 0:
+                _Guard._restore()
+
+
+#: Bytes of numpy's MT19937 state (624 32-bit words and the position).
+_MT19937_STATE_BYTES = 624 * 4 + 4
+
+
+def _global_states() -> dict[str, object]:
+    """The states of the global generators, which a draw through an entry point captured before
+    the audit (out of the guard's reach) still changes."""
+    legacy = np.random.mtrand._rand._bit_generator
+    states: dict[str, object] = {
+        "random (Python's global generator)": random.getstate(),
+        "numpy.random (the legacy global RandomState)": ctypes.string_at(
+            legacy.ctypes.state_address, _MT19937_STATE_BYTES),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        states["torch's global generator"] = bytes(
+            torch.default_generator.get_state().numpy().tobytes())
+    return states
+
+
+def _changed(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    return [name for name, state in after.items() if name in before and before[name] != state]
 
 
 @dataclass
@@ -282,6 +577,7 @@ class _Engine(Generic[V]):
     max_choices: int
     first_witness: bool
     scheduler: Any = None
+    check_states: bool = False  # the diagnostic run: compare the global states around each run
     memo: dict[Hashable, Law] = field(default_factory=dict)
     paths: int = 0
     runs: int = 0
@@ -290,6 +586,10 @@ class _Engine(Generic[V]):
     # rows are usually the same tuple objects again and again (model tables): cache by identity,
     # holding a reference so that an id is never reused while cached
     row_cache: dict[int, tuple[object, _Branches]] = field(default_factory=dict)
+    inexact: bool = False  # some draw was given float weights or a float probability
+    longest: int = 0  # the most probabilistic or scheduler choices made by one run
+    current: _Replay | None = None
+    violation: NondeterministicProgramError | None = None
 
     def branches(self, weights: Sequence[Fraction | float]) -> _Branches:
         if not isinstance(weights, tuple):
@@ -301,17 +601,59 @@ class _Engine(Generic[V]):
         self.row_cache[id(weights)] = (weights, result)
         return result
 
+    # -- contract violations --------------------------------------------------------------------
+    def outside(self, source: str) -> NondeterministicProgramError:
+        path = self.current.path() if self.current is not None else ()
+        return NondeterministicProgramError(
+            f"the program drew randomness outside rng: it called {source}, {_after(path)}; "
+            "an exact law is only defined for a program whose every random choice goes through "
+            "rng (rng.categorical / rng.bernoulli; or seed a generator of its own from such a "
+            "draw)", source=source, path=path)
+
+    def diverged(self, replay: _Replay, recorded: _Node, now: _Node
+                 ) -> NondeterministicProgramError:
+        path = replay.path()
+        return NondeterministicProgramError(
+            "the program is not a deterministic function of its draws (hidden state or "
+            f"randomness outside rng?): replaying a path, {_after(path)}, the next choice was "
+            f"{_describe(recorded)} when the path was first run, and is now {_describe(now)}",
+            path=path)
+
     def run(self, prefix: tuple[int, ...]) -> list[_Event]:
         self.runs += 1
-        replay = _Replay(self, prefix)
+        replay = self.current = _Replay(self, prefix)
+        before = _global_states() if self.check_states else None
+        value: object
         try:
             value = self.program(replay)
         except _Stop:
+            value = _STOPPED
+        except NondeterministicProgramError:
+            raise
+        except Exception:
+            if self.violation is not None:  # the program turned our error into another one
+                raise self.violation from None
+            raise
+        finally:
+            if before is not None and (changed := _changed(before, _global_states())):
+                raise NondeterministicProgramError(
+                    f"the program drew randomness outside rng: the state of {changed[0]} "
+                    f"changed during the run that made the choices {_steps(replay.path())}; draw "
+                    "through rng",
+                    source=changed[0], path=replay.path())
+        if self.violation is not None:  # the program swallowed our error
+            raise self.violation
+        if replay.depth > self.longest:
+            self.longest = replay.depth
+        if value is _STOPPED:
             return replay.events
         if replay.depth < len(prefix):
-            raise RuntimeError("the program made fewer choices on replay than before: it is not "
-                               "a deterministic function of its draws (hidden state or "
-                               "randomness outside rng?)")
+            path = replay.path()
+            raise NondeterministicProgramError(
+                "the program made fewer choices on replay than before: it is not a deterministic "
+                "function of its draws (hidden state or randomness outside rng?); replaying a "
+                f"path of {len(prefix)} choices, it returned {value!r} {_after(path)}, before "
+                f"the choice {_describe(self.stack[replay.depth][0])}", path=path)
         replay.events.append(_Event("done", value=value))
         return replay.events
 
@@ -364,6 +706,17 @@ class _Engine(Generic[V]):
         return laws[0]
 
 
+_STOPPED = object()
+
+
+def _steps(path: tuple[WitnessStep, ...]) -> str:
+    return "[" + "; ".join(f"{i + 1}. {s}" for i, s in enumerate(path)) + "]"
+
+
+def _after(path: tuple[WitnessStep, ...]) -> str:
+    return f"after the choices {_steps(path)}" if path else "before its first choice"
+
+
 def _step(node: _Node, choice: int) -> WitnessStep:
     prob = None if node.probs is None else node.probs[choice]
     return WitnessStep(node.kind, node.key, node.labels[choice], prob)
@@ -382,6 +735,86 @@ def _mixture(weights: list[Fraction], laws: list[Law]) -> Law:
         for value, p in law.items():
             out[value] = out.get(value, Fraction(0)) + w * p
     return out
+
+
+@dataclass(frozen=True)
+class ExactLaw:
+    """`exact_distribution`'s law with what the audit of float models needs to know about it.
+
+    Attributes:
+        law: the law (zero-probability outcomes left out).
+        inexact: some draw was given float weights or a float probability, so the law carries
+            the rounding of the program's float arithmetic.
+        longest_path: the most choices one run made (``D`` in `dsi_ref.check_lossless`'s float
+            tolerance).
+    """
+
+    law: Law
+    inexact: bool
+    longest_path: int
+
+
+@contextmanager
+def _recursion_room() -> Iterator[None]:
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 20_000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old_limit)
+
+
+def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = True,
+              max_paths: int = DEFAULT_MAX_PATHS, max_choices: int = DEFAULT_MAX_CHOICES,
+              witness: str = "first", scheduler: SchedulerPolicy | None = None) -> ExactLaw:
+    """`exact_distribution`, returned as an `ExactLaw` (the law, whether floats were involved,
+    and the longest path); same arguments and errors."""
+    if witness not in ("first", "shortest"):
+        raise ValueError(f"witness must be 'first' or 'shortest', got {witness!r}")
+    if scheduler is not None and scheduler not in ("first", "last") and not callable(scheduler):
+        raise ValueError(f"scheduler must be None, 'first', 'last' or a callable, got "
+                         f"{scheduler!r}")
+
+    def engine_(check_states: bool = False) -> _Engine[V]:
+        return _Engine(program, keyed, merge, max_paths, max_choices,
+                       first_witness=witness == "first", scheduler=scheduler,
+                       check_states=check_states)
+
+    engine = engine_()
+    before = _global_states()
+    with _recursion_room():
+        try:
+            with _Guard(engine):
+                law = engine.explore((), engine.run(()), 0)
+        except Exception as error:  # e.g. a replay gone astray: was a global generator drawn?
+            if isinstance(error, NondeterministicProgramError) and error.source is not None:
+                raise
+            changed = _changed(before, _global_states())
+            if changed:
+                raise _locate(engine_(check_states=True), changed) from error
+            raise
+        changed = _changed(before, _global_states())
+        if changed:
+            raise _locate(engine_(check_states=True), changed)
+    if engine.witnesses:
+        raise ScheduleDependenceError(min(engine.witnesses, key=lambda w: len(w.path)))
+    return ExactLaw({v: p for v, p in law.items() if p != 0}, engine.inexact, engine.longest)
+
+
+def _locate(engine: _Engine[Any], changed: list[str]) -> NondeterministicProgramError:
+    """Explore again, comparing the global states around every run: the first run that changes
+    one names the path."""
+    try:
+        with _Guard(engine):
+            engine.explore((), engine.run(()), 0)
+    except NondeterministicProgramError as located:
+        return located
+    except Exception:  # the diagnosis failed: report what is known
+        pass
+    return NondeterministicProgramError(
+        f"the program drew randomness outside rng: the state of {changed[0]} changed while it "
+        "ran (through a function the guard could not intercept, e.g. one imported before the "
+        "audit); draw through rng", source=changed[0])
 
 
 def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = True,
@@ -406,26 +839,14 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
 
     Raises:
         ScheduleDependenceError: some ``choose`` has options leading to different laws.
+        NondeterministicProgramError: the program drew randomness outside ``rng``, or a replay
+            made fewer or different choices (see the module docstring): never a verdict.
 
     >>> exact_distribution(lambda rng: rng.categorical([Fraction(1), Fraction(3)]))
     {0: Fraction(1, 4), 1: Fraction(3, 4)}
     """
-    if witness not in ("first", "shortest"):
-        raise ValueError(f"witness must be 'first' or 'shortest', got {witness!r}")
-    if scheduler is not None and scheduler not in ("first", "last") and not callable(scheduler):
-        raise ValueError(f"scheduler must be None, 'first', 'last' or a callable, got "
-                         f"{scheduler!r}")
-    engine: _Engine[V] = _Engine(program, keyed, merge, max_paths, max_choices,
-                                 first_witness=witness == "first", scheduler=scheduler)
-    old_limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old_limit, 20_000))
-    try:
-        law = engine.explore((), engine.run(()), 0)
-    finally:
-        sys.setrecursionlimit(old_limit)
-    if engine.witnesses:
-        raise ScheduleDependenceError(min(engine.witnesses, key=lambda w: len(w.path)))
-    return {v: p for v, p in law.items() if p != 0}
+    return exact_law(program, keyed=keyed, merge=merge, max_paths=max_paths,
+                     max_choices=max_choices, witness=witness, scheduler=scheduler).law
 
 
 def exact_expectation(program: Callable[[Any], Fraction | float | int], **kwargs: Any

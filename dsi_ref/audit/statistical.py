@@ -51,7 +51,7 @@ from typing import Any, Literal, cast
 import numpy as np
 from scipy import optimize, stats
 
-from ..base.errors import InvalidAuditError, UnderpoweredError
+from ..base.errors import InvalidAuditError, NondeterministicProgramError, UnderpoweredError
 from ..base.validate import check_choice, check_int, check_number, check_seed, is_int
 
 __all__ = [
@@ -535,14 +535,37 @@ def _outcome(value: Any) -> Outcome:
     return cast(Outcome, value)
 
 
+def _check_determinism(sample_fn: Callable[[int], Any], drawn: list[tuple[int, Outcome]]) -> None:
+    """Draw the seeds of ``drawn`` again: `NondeterministicProgramError` on a different outcome."""
+    for s, outcome in drawn:
+        again = _outcome(sample_fn(s))
+        if again != outcome:
+            raise NondeterministicProgramError(
+                f"sample_fn is not a function of its seed: seed {s} gave {outcome!r}, then "
+                f"{again!r} when drawn again after the sample; draw from a generator seeded "
+                "from the seed (e.g. numpy.random.default_rng(seed)), not from a global or "
+                "unseeded one", source="sample_fn")
+
+
 def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
                       n_samples: int | None = None, *, alternative: Alternative | None = None,
                       alpha: float = POLICY_ALPHA, power: float = 0.99, seed: int = 0,
                       min_expected: float = 5.0, top: int = 5,
                       on_underpowered: Literal["raise", "report"] = "raise",
-                      progress: Callable[[Iterable[int]], Iterable[int]] | None = None
-                      ) -> StatisticalReport:
+                      progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                      determinism_checks: int = 10) -> StatisticalReport:
     """Audit ``sample_fn`` (``seed -> one generated sequence``) against ``reference_law``.
+
+    ``sample_fn`` may draw from a generator of its own, seeded from ``seed`` (a black box cannot
+    draw through `dsi_ref.Randomness`), but the same seed must give the same sample, or the audit
+    would not be reproducible: after sampling, the first ``determinism_checks`` seeds are drawn
+    again and a different outcome raises `NondeterministicProgramError` (naming the seed and both
+    outcomes) instead of a verdict. This catches a sampler that ignores ``seed`` (a global or
+    unseeded generator) unless its randomness rarely shows in the outcome: it misses with
+    probability ``(Σ_x P(x)²)^determinism_checks``, e.g. below 1e-6 for 10 checks of a law
+    whose most likely outcome has probability below 1/4. Unlike the exact audit, global
+    generators are not forbidden here (``np.random.seed(seed)`` then ``np.random.*`` is a
+    legitimate sampler).
 
     Args:
         sample_fn: draws one outcome given a seed (a tuple of tokens, a list, or a `Run`).
@@ -556,6 +579,7 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
         on_underpowered: ``"raise"`` (default) raises `UnderpoweredError` before sampling;
             ``"report"`` samples anyway and says ``"inconclusive"`` unless it rejects.
         progress: optional wrapper of the seed iterator (e.g. ``tqdm``).
+        determinism_checks: how many seeds are sampled twice (0: none).
 
     >>> import dsi_ref as dr
     >>> t = dr.TableLM.context_free((Fraction(1, 2), Fraction(1, 2)))
@@ -586,12 +610,21 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
                                 required_samples(law, alternative, alpha=alpha, power=power,
                                                  min_expected=min_expected),
                                 alternative.describe())
+    determinism_checks = check_int("determinism_checks", determinism_checks, low=0,
+                                   error=InvalidAuditError)
     seeds: Iterable[int] = sample_seeds(seed, n_samples)
     if progress is not None:
         seeds = progress(seeds)
     start = time.perf_counter()
-    counts = Counter(_outcome(sample_fn(s)) for s in seeds)
+    counts: Counter[Outcome] = Counter()
+    first: list[tuple[int, Outcome]] = []
+    for s in seeds:
+        outcome = _outcome(sample_fn(s))
+        counts[outcome] += 1
+        if len(first) < determinism_checks:
+            first.append((s, outcome))
     seconds = time.perf_counter() - start
+    _check_determinism(sample_fn, first)
     return audit_counts(counts, law, alternative=alternative, alpha=alpha, power=power,
                         min_expected=min_expected, top=top, on_underpowered=on_underpowered,
                         seed=seed, seconds=seconds)

@@ -6,8 +6,10 @@ Each names what a user did or what happened, so that a caller can catch exactly 
   `InvalidDistributionError` (a model's row), `InvalidAuditError` (the statistical audit's
   inputs), `BackendError` (the torch backend's inputs);
 * verdicts that cannot be given: `ScheduleDependenceError` (the law depends on the schedule; it
-  carries the witness), `PathLimitError` (too many paths to enumerate), `UnderpoweredError`
-  (the sample cannot reach the stated power);
+  carries the witness), `NondeterministicProgramError` (the program is not a function of its
+  draws through ``rng``: randomness drawn elsewhere, or a replay that diverged),
+  `PathLimitError` (too many paths to enumerate), `UnderpoweredError` (the sample cannot reach
+  the stated power);
 * arithmetic: `NumericalError` (float rounding made an impossible event happen).
 
 `theory` and `proofs` never import the core, so their errors (`theory.TheoryDomainError`,
@@ -24,6 +26,7 @@ __all__ = [
     "InvalidAuditError",
     "InvalidDistributionError",
     "InvalidParameterError",
+    "NondeterministicProgramError",
     "NumericalError",
     "PathLimitError",
     "ScheduleDependenceError",
@@ -71,6 +74,28 @@ class ScheduleDependenceError(AssertionError):
     def __init__(self, witness: Any) -> None:
         super().__init__(str(witness))
         self.witness: Any = witness
+
+
+class NondeterministicProgramError(RuntimeError):
+    """The audited program is not a deterministic function of the choices it makes through
+    ``rng``: it drew randomness elsewhere (Python's ``random``, ``numpy.random``'s global or
+    unseeded generators, torch's global generator, ``os.urandom``, ``secrets``), or a replay of a
+    path made fewer or different choices, or (statistical audit) one seed gave two samples.
+
+    An auditor gives this error instead of a verdict. The message says where the replay diverged.
+
+    Attributes:
+        source: the outside source that was called or whose state changed (e.g.
+            ``"numpy.random.random"``), or ``None`` when only the divergence was seen.
+        path: the choices made before the divergence (``dsi_ref.audit.exact.WitnessStep``s;
+            empty when unknown).
+    """
+
+    def __init__(self, message: str, *, source: str | None = None,
+                 path: tuple[Any, ...] = ()) -> None:
+        super().__init__(message)
+        self.source = source
+        self.path = path
 
 
 class UnderpoweredError(RuntimeError):
