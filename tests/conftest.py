@@ -4,6 +4,9 @@
 explores new examples each run; ``nightly`` is for long runs
 (``HYPOTHESIS_PROFILE=nightly pytest -m ''``).
 
+Every run is refused when its tests' false-alarm declarations break the budget
+(`false_alarm_budget.budget_problems`, docs/statistical-policy.md).
+
 The default run is spread over one pytest-xdist worker per core (addopts in pyproject.toml). Each
 worker then runs torch on one thread: with torch's default of one thread per core, two workers on
 two cores oversubscribe them, and the torch tests took ~15-25% more CPU time in a measurement.
@@ -14,6 +17,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+from false_alarm_budget import budget_problems  # tests/ is on sys.path (prepend import mode)
 from hypothesis import HealthCheck, settings
 
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
@@ -29,3 +34,13 @@ settings.register_profile("nightly", max_examples=500, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE",
                                      "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.hookimpl(trylast=True)  # after -m / -k have deselected: the run's own items
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse the run when its false-alarm declarations break the budget
+    (tests/false_alarm_budget.py, docs/statistical-policy.md)."""
+    problems = budget_problems(items)
+    if problems:
+        raise pytest.UsageError("false-alarm budget (tests/false_alarm_budget.py):\n  "
+                                + "\n  ".join(problems))

@@ -7,11 +7,12 @@ segment is the fully accepted windows plus the first window with a rejection; it
 (accepted drafts) + 1 tokens and is charged ``min(drafts·c + 1, tokens)``. The per-token latency
 is estimated by the renewal-reward ratio ``Σ charge / Σ tokens`` over independent segments.
 
-Statistical policy: fixed seeds; the estimate must lie within 4 standard errors (delta method)
-of the closed form, a two-sided false-alarm rate of about 6e-5 per check under the normal
-approximation (20 000 segments). Power: each configuration is chosen so that the closed form
-*without* the min (the paper's upper bound) lies more than 8 standard errors away; a simulator or
-formula that dropped the min would then fail with probability above 0.9999.
+Statistical policy: fixed seeds; the estimate must lie within 6 standard errors (delta method)
+of the closed form, a two-sided false-alarm rate of about 2e-9 per check under the normal
+approximation (32 000 segments). Power: each configuration is chosen so that the closed form
+*without* the min (the paper's upper bound) lies more than 8 standard errors away at 20 000
+segments, so more than 10 at 32 000 (x sqrt(1.6)); a simulator or formula that dropped the min
+would then fail with probability above 0.9999 (Phi(10 - 6)), as at 4 SE and 20 000 segments.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import pytest
 
 import theory
 
-pytestmark = pytest.mark.statistical
-SEGMENTS = 20_000
-Z_MAX = 4.0
+pytestmark = pytest.mark.montecarlo(alpha=2e-9)  # per check: a two-sided Z_MAX-SE bound
+SEGMENTS = 32_000
+Z_MAX = 6.0
 POWER_GAP = 8.0
 
 

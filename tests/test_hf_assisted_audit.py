@@ -41,7 +41,7 @@ def _assert_lossless(report: dr.StatisticalReport, what: str) -> None:
     assert report.verdict == "lossless", f"{what} ({VERSION}):\n{report}"
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-8)  # POLICY_ALPHA
 def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
     # Fast variant: HF's default assistant settings, vocabulary 4, 3 new tokens, power >= 0.99
     # against every law at TV >= 0.2 (1,064 samples; the plain-sampling control below states the
@@ -52,13 +52,13 @@ def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
     _assert_lossless(report, "HF assisted generation (default assistant settings)")
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-8)
 def test_hf_plain_sampling_control_is_lossless_at_stated_power() -> None:
     report = audit_hf_assisted(HFAuditConfig(epsilon=0.2), drafter=False)
     _assert_lossless(report, "HF plain sampling")
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=3e-8)  # three audits at POLICY_ALPHA
 def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -> None:
     pair = default_suite()[1]
     reports = audit_own_decoders(dr.audit.suite.ModelPair(pair.name, pair.target, pair.drafter, (),
@@ -69,7 +69,7 @@ def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -
         _assert_lossless(report, f"{name} through the torch adapter")
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-9)  # a miss at power 1 - POLICY_MISS
 @pytest.mark.parametrize("via", ["sampler", "torch"])
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via: str) -> None:
@@ -82,7 +82,7 @@ def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via
 
 
 @pytest.mark.slow
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-8)
 @pytest.mark.parametrize("settings", [
     {"num_assistant_tokens": 2, "schedule": "constant", "confidence_threshold": 0.0},
     {"num_assistant_tokens": 1, "schedule": "heuristic", "confidence_threshold": 0.0},
@@ -94,7 +94,7 @@ def test_hf_assisted_generation_is_lossless_in_more_settings(settings: dict[str,
     _assert_lossless(report, f"HF assisted generation {settings}")
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-8)
 @pytest.mark.slow
 def test_hf_assisted_generation_with_logits_processing_targets_the_processed_law() -> None:
     config = HFAuditConfig(processing=Processing(temperature=0.7, top_k=3, top_p=0.9),
@@ -102,7 +102,7 @@ def test_hf_assisted_generation_with_logits_processing_targets_the_processed_law
     _assert_lossless(audit_hf_assisted(config), "HF assisted generation, T=0.7 top-k 3 top-p 0.9")
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-8)
 @pytest.mark.slow
 def test_hf_assisted_generation_on_random_weight_llamas_is_lossless() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM

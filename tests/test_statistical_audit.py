@@ -112,6 +112,7 @@ def test_threshold_is_above_the_asymptotic_chi_square_quantile() -> None:
         assert _critical(df, 1e-8) > stats.chi2.isf(1e-8, df)
 
 
+@pytest.mark.montecarlo(alpha=3e-9)  # three Clopper-Pearson bounds, each missing w.p. 1e-9
 def test_false_alarm_rate_is_at_most_alpha_by_simulation() -> None:
     rng = np.random.default_rng(20261122)
     for n, alpha in ((200, 1e-2), (2000, 1e-2), (2000, 1e-3)):
@@ -121,6 +122,7 @@ def test_false_alarm_rate_is_at_most_alpha_by_simulation() -> None:
         assert _binomial_lower(rejections, repeats) <= alpha
 
 
+@pytest.mark.montecarlo(alpha=4e-9)  # two sizes, a two-sided Clopper-Pearson interval each
 def test_stated_power_against_a_wrong_law_matches_simulation() -> None:
     rng = np.random.default_rng(7)
     wrong = dict(FLOAT_LAW)
@@ -136,6 +138,7 @@ def test_stated_power_against_a_wrong_law_matches_simulation() -> None:
             _binomial_upper(hits, repeats) + 0.05
 
 
+@pytest.mark.montecarlo(alpha=2e-9)  # two Clopper-Pearson bounds, 1e-9 each
 def test_tv_power_is_a_lower_bound_at_the_least_favourable_alternative() -> None:
     rng = np.random.default_rng(11)
     eps = 0.1
@@ -245,7 +248,7 @@ def test_same_seed_gives_the_same_report() -> None:
 # -- our decoders through the harness (null tests at POLICY_ALPHA) ------------------------------
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-8)  # POLICY_ALPHA
 @pytest.mark.parametrize("decoder", ["autoregressive", "speculative", "dsi"])
 def test_our_samplers_pass_the_statistical_audit_at_stated_power(decoder: str) -> None:
     pair = default_suite()[1]  # bigram: context-dependent rows with zeros
@@ -266,7 +269,7 @@ def test_our_samplers_pass_the_statistical_audit_at_stated_power(decoder: str) -
     assert report.verdict == "lossless", str(report)
 
 
-@pytest.mark.statistical
+@pytest.mark.statistical(alpha=1e-9)  # POLICY_MISS
 def test_a_zoo_mutant_is_flagged_with_the_worst_cell_reported() -> None:
     pair = default_suite()[1]
     mutant = MUTANTS["residual-from-p"]
