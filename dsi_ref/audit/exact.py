@@ -85,6 +85,7 @@ __all__ = [
     "exact_expectation",
     "exact_law",
     "exact_probabilities",
+    "exact_row",
     "readable",
     "total_variation",
 ]
@@ -188,15 +189,19 @@ def exact_probabilities(weights: Sequence[Fraction | float]) -> list[Fraction]:
     >>> exact_probabilities([0.25, 0.75]), exact_probabilities([Fraction(1), 3])
     ([Fraction(1, 4), Fraction(3, 4)], [Fraction(1, 4), Fraction(3, 4)])
     """
-    return _normalised(weights)[0]
+    return exact_row(weights)[0]
 
 
 #: Exact numbers: ints, numpy's integers, Fractions (a float is not one).
 _RATIONAL: tuple[type[Any], ...] = (numbers.Rational,)
 
 
-def _normalised(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool]:
-    """`exact_probabilities`, and whether some weight was a float (not a rational number)."""
+def exact_row(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool]:
+    """`exact_probabilities`, and whether some weight was a float (not a rational number).
+
+    >>> exact_row((0.5, 0.5)), exact_row((Fraction(1, 2), Fraction(1, 2)))
+    (([Fraction(1, 2), Fraction(1, 2)], True), ([Fraction(1, 2), Fraction(1, 2)], False))
+    """
     exact: list[Fraction] = []
     inexact = False
     for w in weights:
@@ -408,7 +413,7 @@ _Branches = tuple[list[int], list[Fraction], list[str], list[tuple[Fraction, Fra
 def _branches(weights: Sequence[Fraction | float]) -> _Branches:
     """Outcomes with positive weight, their probabilities, labels, CDF bins in [0, 1), and
     whether a weight was a float."""
-    exact, inexact = _normalised(weights)
+    exact, inexact = exact_row(weights)
     outcomes, probs, bins = [], [], []
     acc = Fraction(0)
     for i, p in enumerate(exact):

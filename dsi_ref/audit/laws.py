@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..base.models import LanguageModel
+from ..base.models import FLOAT_TOLERANCE, LanguageModel
+from ..base.validate import check_number
 from ..decoders.common import check_inputs, model_probs
 from ..decoders.verification import argmax
-from .exact import Law, exact_distribution, total_variation
+from .exact import Law, exact_law, exact_row, readable, total_variation
 
-__all__ = ["LosslessReport", "assert_lossless", "check_lossless", "target_distribution"]
+__all__ = ["LosslessReport", "assert_lossless", "check_lossless", "default_float_tolerance",
+           "target_distribution"]
 
 
 def target_distribution(target: LanguageModel, prompt: Sequence[int] = (),
@@ -22,9 +24,17 @@ def target_distribution(target: LanguageModel, prompt: Sequence[int] = (),
 
     Computed by walking the tree of prefixes (independently of any decoder): a sequence stops at
     EOS or at the budget. ``greedy=True`` gives the temperature-0 sequence (ties: lowest id) with
-    probability 1.
+    probability 1. A float row is read as the exact enumerator reads one
+    (`dsi_ref.audit.exact.exact_probabilities`: each float's binary value over their exact sum).
     """
+    return _target_walk(target, prompt, max_new_tokens, greedy)[0]
+
+
+def _target_walk(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
+                 greedy: bool) -> tuple[dict[tuple[int, ...], Fraction], bool]:
+    """`target_distribution`, and whether a row it read had float entries."""
     prompt = check_inputs(target, prompt, max_new_tokens)
+    inexact = False
     law: dict[tuple[int, ...], Fraction] = {}
     stack: list[tuple[tuple[int, ...], Fraction]] = [((), Fraction(1))]
     while stack:
@@ -36,10 +46,12 @@ def target_distribution(target: LanguageModel, prompt: Sequence[int] = (),
         if greedy:
             stack.append((seq + (argmax(row),), prob))
             continue
-        for tok, p in enumerate(row):
+        probs, floats = exact_row(row)
+        inexact |= floats
+        for tok, p in enumerate(probs):
             if p > 0:
-                stack.append((seq + (tok,), prob * (p if isinstance(p, Fraction) else Fraction(p))))
-    return law
+                stack.append((seq + (tok,), prob * p))
+    return law, inexact
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,9 @@ class LosslessReport:
     """The result of comparing a decoder's exact output law with the target's.
 
     Attributes:
-        equal: the two laws are identical (exact comparison of `Fraction`s).
+        equal: the verdict, lossless: the two laws are identical (exact comparison of
+            `Fraction`s), or floats were involved and they differ by float noise only (see
+            ``float_tolerance``).
         tv_distance: total-variation distance between them.
         worst_sequence: the sequence whose probabilities differ most.
         decoder_probability, target_probability: its probability under each law.
@@ -59,6 +73,10 @@ class LosslessReport:
         decoder_prefix_probability, target_prefix_probability: that marginal under each law.
         label: who was checked, for the message: the model pair's name and the models' reprs
             (``pair=`` of `check_lossless`), or ``""``.
+        float_tolerance: the total-variation distance accepted as float noise: 0 (an exact
+            comparison) unless a row or a draw was a float (see `check_lossless`).
+        float_discrepancy: the TV distance accepted as float noise (0 when the laws are
+            identical); reported apart from the verdict.
     """
 
     equal: bool
@@ -73,23 +91,49 @@ class LosslessReport:
     decoder_prefix_probability: Fraction = Fraction(0)
     target_prefix_probability: Fraction = Fraction(0)
     label: str = ""
+    float_tolerance: Fraction = Fraction(0)
+    float_discrepancy: Fraction = Fraction(0)
 
     def __bool__(self) -> bool:
         return self.equal
 
+    @property
+    def identical(self) -> bool:
+        """The two laws are identical as `Fraction`s (no float noise either)."""
+        return self.decoder_law == self.target_law
+
     def __str__(self) -> str:
+        if self.equal and self.float_discrepancy:
+            return (f"lossless up to float rounding: output law == target law over "
+                    f"{self.outcomes} sequences but for float noise of total-variation distance "
+                    f"{readable(self.float_discrepancy)} (<= the float tolerance "
+                    f"{readable(self.float_tolerance)}; worst sequence {self.worst_sequence}: "
+                    f"decoder P = {readable(self.decoder_probability)}, target P = "
+                    f"{readable(self.target_probability)})")
         if self.equal:
             return f"lossless: output law == target law over {self.outcomes} sequences"
         head = f"{self.label}: " if self.label else ""
         ours, theirs = self.decoder_prefix_probability, self.target_prefix_probability
         first = "" if self.first_diverging_prefix is None else (
             f"  first diverging prefix {self.first_diverging_prefix}: decoder P(starts with it)"
-            f" = {ours} (~{float(ours):.4g}), target P = {theirs} (~{float(theirs):.4g})\n")
-        return (f"{head}LOSSY: total-variation distance {self.tv_distance} "
-                f"(~{float(self.tv_distance):.4g}) over {self.outcomes} sequences;\n{first}"
-                f"  worst sequence {self.worst_sequence}: decoder P = {self.decoder_probability}"
-                f" (~{float(self.decoder_probability):.4g}), target P = "
-                f"{self.target_probability} (~{float(self.target_probability):.4g})")
+            f" = {_shown(ours)}, target P = {_shown(theirs)}\n")
+        noise = "" if not self.float_tolerance else (
+            f" (more than the float tolerance {readable(self.float_tolerance)})"
+            if self.tv_distance > self.float_tolerance else
+            f" (within the float tolerance {readable(self.float_tolerance)}, but on sequences "
+            "the target cannot produce: never float noise)")
+        return (f"{head}LOSSY: total-variation distance {_shown(self.tv_distance)}{noise} "
+                f"over {self.outcomes} sequences;\n{first}"
+                f"  worst sequence {self.worst_sequence}: decoder P = "
+                f"{_shown(self.decoder_probability)}, target P = "
+                f"{_shown(self.target_probability)}")
+
+
+def _shown(x: Fraction) -> str:
+    """A probability in a message: ``1/4 (~0.25)``, or ``~0.405093`` when its fraction is long
+    (for display only: `dsi_ref.audit.exact.readable`)."""
+    text = readable(x)
+    return text if text.startswith("~") else f"{text} (~{float(x):.4g})"
 
 
 def _tokens(value: Any) -> Any:
@@ -142,17 +186,26 @@ def _pair_label(pair: Any) -> str:
                      if part) or repr(pair)
 
 
-def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None) -> LosslessReport:
-    """A `LosslessReport` for two given laws (``pair``: as in `check_lossless`)."""
+def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None,
+                 float_tolerance: Fraction | float = 0) -> LosslessReport:
+    """A `LosslessReport` for two given laws (``pair``: as in `check_lossless`).
+
+    ``float_tolerance`` (default 0: an exact comparison) is the TV distance accepted as float
+    noise, provided the decoder puts no mass outside the target's support.
+    """
     support = set(decoder_law) | set(target_law)
     zero = Fraction(0)
+    tolerance = Fraction(float_tolerance)
+    tv = total_variation(decoder_law, target_law)
+    identical = decoder_law == target_law
+    noise = not identical and tv <= tolerance and all(s in target_law for s in decoder_law)
     first = None if decoder_law == target_law else first_diverging_prefix(decoder_law,
                                                                           target_law)
     worst = max(support, key=lambda s: (abs(decoder_law.get(s, zero) - target_law.get(s, zero)),
                                         repr(s)), default=None)
     return LosslessReport(
-        equal=decoder_law == target_law,
-        tv_distance=total_variation(decoder_law, target_law),
+        equal=identical or noise,
+        tv_distance=tv,
         worst_sequence=worst,
         decoder_probability=decoder_law.get(worst, zero),
         target_probability=target_law.get(worst, zero),
@@ -163,12 +216,41 @@ def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None) -> Loss
         decoder_prefix_probability=zero if first is None else first[1],
         target_prefix_probability=zero if first is None else first[2],
         label=_pair_label(pair),
+        float_tolerance=tolerance,
+        float_discrepancy=tv if noise else zero,
     )
+
+
+#: Float rounding allowed per choice and vocabulary entry in `default_float_tolerance`.
+ROUNDING_PER_ENTRY = Fraction(1, 2**40)
+
+
+def default_float_tolerance(longest_path: int, vocab_size: int) -> Fraction:
+    """The TV distance `check_lossless` accepts as float noise by default, when floats are
+    involved: ``D · (2 · FLOAT_TOLERANCE + V · 2^-40)`` for paths of at most ``D`` choices and a
+    vocabulary of ``V`` tokens (about 1.6e-8 for D = 8, V = 3).
+
+    Why it is sound (no false alarm for a correct decoder): the TV distance between two runs
+    that differ draw by draw is at most the sum over the ``D`` draws of a path of each draw's
+    own TV error (couple them draw by draw). A correct decoder's draw on float rows errs by (1)
+    the rows' deviation from summing to 1, which the decoder may carry while the target law
+    normalises it away: at most ``FLOAT_TOLERANCE`` (1e-9, what model validation accepts) per
+    row, of the target's and of the drafter's; (2) float64 rounding, relative 2^-53 per
+    operation, over the few operations per vocabulary entry (ratios ``p/q``, differences
+    ``(p - q)+``, normalising sums): ``V · 2^-40`` allows 8192 of them per entry. A lossless
+    float run measures far less (about 1e-17 on the toy models). And it stays far below what a
+    real bug does on the models it can audit: the zoo's mutants are caught on float copies of the
+    default suite at TV >= 0.02, six orders of magnitude above it (tests/test_float_models.py).
+    On a model where a bug could hide below it, pass ``float_tolerance=0`` or use `Fraction`
+    rows: for exact laws it is 0 and the comparison stays exact.
+    """
+    return max(1, longest_path) * (2 * Fraction(FLOAT_TOLERANCE) + vocab_size * ROUNDING_PER_ENTRY)
 
 
 def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
                    prompt: Sequence[int] = (), max_new_tokens: int = 1, *,
-                   greedy: bool = False, pair: Any = None, **exact_kwargs: Any
+                   greedy: bool = False, pair: Any = None,
+                   float_tolerance: Fraction | float | None = None, **exact_kwargs: Any
                    ) -> LosslessReport:
     """Compare the exact law of ``program(rng)`` with ``target_distribution(...)``.
 
@@ -177,12 +259,29 @@ def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
     ``target`` and ``drafter``, e.g. an entry of the plugin's ``default_suite``) or a name; with
     a name or without ``pair``, the message names the target model. Other keyword arguments go to
     `exact_distribution` (e.g. ``max_paths``); a schedule-dependent program raises
-    `ScheduleDependenceError` there.
+    `ScheduleDependenceError` there, and one that draws outside ``rng``
+    `NondeterministicProgramError`.
+
+    Float models. Both laws read float rows the same way (each float's binary value over the
+    row's exact sum), so a float model's own autoregressive law equals its target law exactly;
+    float arithmetic inside a decoder (``min(1, p/q)``, ``(p - q)+``) still rounds. When a row of
+    the target or a draw of the program was a float, a TV distance up to ``float_tolerance`` is
+    float noise, reported apart (``report.float_discrepancy``), provided the decoder puts no
+    mass on a sequence the target cannot produce (a zero stays an exact zero in floats, so that
+    is never noise). ``None`` (default) is `default_float_tolerance` (why it is sound is said
+    there); ``0`` compares exactly. When no float was involved the comparison is exact whatever
+    ``float_tolerance`` says.
     """
-    law = exact_distribution(lambda rng: _tokens(program(rng)), **exact_kwargs)
-    return compare_laws(law, target_distribution(target, prompt, max_new_tokens, greedy=greedy),
+    check_number("float_tolerance", float_tolerance, allow_none=True, low=0)
+    exact = exact_law(lambda rng: _tokens(program(rng)), **exact_kwargs)
+    reference, inexact = _target_walk(target, prompt, max_new_tokens, greedy)
+    tolerance: Fraction | float = 0
+    if exact.inexact or inexact:
+        tolerance = float_tolerance if float_tolerance is not None else default_float_tolerance(
+            max(exact.longest_path, max_new_tokens), target.vocab_size)
+    return compare_laws(exact.law, reference,
                         pair=pair if pair is not None and not isinstance(pair, str)
-                        else _Named(pair, target))
+                        else _Named(pair, target), float_tolerance=tolerance)
 
 
 @dataclass(frozen=True)
@@ -193,12 +292,13 @@ class _Named:
 
 def assert_lossless(program: Callable[[Any], Any], target: LanguageModel,
                     prompt: Sequence[int] = (), max_new_tokens: int = 1, *,
-                    greedy: bool = False, pair: Any = None, **exact_kwargs: Any
+                    greedy: bool = False, pair: Any = None,
+                    float_tolerance: Fraction | float | None = None, **exact_kwargs: Any
                     ) -> LosslessReport:
     """`check_lossless`, raising `AssertionError` with the report when lossy: the pair and the
     models, the first diverging prefix with both probabilities, the worst sequence."""
     report = check_lossless(program, target, prompt, max_new_tokens, greedy=greedy, pair=pair,
-                            **exact_kwargs)
+                            float_tolerance=float_tolerance, **exact_kwargs)
     if not report.equal:
         raise AssertionError(str(report))
     return report
