@@ -397,6 +397,58 @@ API_CASES: list[tuple[str, Callable[[], object], type[Exception], str]] = [
      "max_new_tokens"),
     ("assert-lossless-model", lambda: dr.assert_lossless(lambda r: (), "T", (), 1), IPE,
      "target is not a LanguageModel"),
+    # -- the exact engine's own entry checks -----------------------------------------------
+    ("exact-program-int", lambda: dr.exact_distribution(5), InvalidAuditError,
+     "must be a callable"),
+    ("check-lossless-program-int", lambda: dr.check_lossless(5, T, (), 1), InvalidAuditError,
+     "must be a callable"),
+    ("exact-keyed-int", lambda: dr.exact_distribution(lambda r: r.bernoulli(F(1, 2)), keyed=1),
+     InvalidAuditError, "keyed must be True or False"),
+    ("exact-merge-str", lambda: dr.exact_distribution(lambda r: 0, merge="no"),
+     InvalidAuditError, "merge must be True or False"),
+    ("exact-progress-int", lambda: dr.exact_distribution(lambda r: 0, progress=1),
+     InvalidAuditError, "progress must be True or False"),
+    ("exact-max-paths-0", lambda: dr.exact_distribution(lambda r: 0, max_paths=0),
+     InvalidAuditError, "max_paths"),
+    ("exact-max-choices-float", lambda: dr.exact_distribution(lambda r: 0, max_choices=2.5),
+     InvalidAuditError, "max_choices"),
+    ("exact-witness-bogus", lambda: dr.exact_distribution(lambda r: 0, witness="all"),
+     InvalidAuditError, "witness must be one of"),
+    ("exact-scheduler-bogus", lambda: dr.exact_distribution(lambda r: 0, scheduler="random"),
+     InvalidAuditError, "scheduler must be one of"),
+    ("exact-outcome-dict", lambda: dr.exact_distribution(lambda r: {"a": r.bernoulli(F(1, 2))}),
+     InvalidAuditError, "unhashable value"),
+    ("exact-outcome-set-in-list", lambda: dr.exact_distribution(lambda r: [{1}]),
+     InvalidAuditError, "unhashable value"),
+    ("exact-categorical-inf", lambda: dr.exact_distribution(lambda r: r.categorical([math.inf, 1])),
+     IPE, "finite numbers >= 0"),
+    ("exact-categorical-nan", lambda: dr.exact_distribution(lambda r: r.categorical([math.nan, 1])),
+     IPE, "finite numbers >= 0"),
+    ("exact-categorical-str", lambda: dr.exact_distribution(lambda r: r.categorical(["1", 1])),
+     IPE, "must be numbers"),
+    ("exact-categorical-bool", lambda: dr.exact_distribution(lambda r: r.categorical([True, 1])),
+     IPE, "finite numbers >= 0"),
+    ("exact-categorical-overflow",
+     lambda: dr.exact_distribution(lambda r: r.categorical([1e308, 1e308])), IPE, "overflow"),
+    ("exact-bernoulli-str", lambda: dr.exact_distribution(lambda r: r.bernoulli("x")), IPE,
+     "lie in [0, 1]"),
+    ("exact-bernoulli-nan", lambda: dr.exact_distribution(lambda r: r.bernoulli(math.nan)), IPE,
+     "lie in [0, 1]"),
+    ("exact-bernoulli-bool", lambda: dr.exact_distribution(lambda r: r.bernoulli(True)), IPE,
+     "lie in [0, 1]"),
+    ("exact-choose-empty", lambda: dr.exact_distribution(lambda r: r.choose([])), IPE,
+     "at least one option"),
+    ("exact-policy-index", lambda: dr.exact_distribution(lambda r: r.choose("ab"),
+                                                         scheduler=_const_policy(2)),
+     IPE, "index 2"),
+    ("exact-expectation-str", lambda: dr.exact_expectation(lambda r: "x"), InvalidAuditError,
+     "returns numbers"),
+    ("exact-expectation-tuple", lambda: dr.exact_expectation(lambda r: (1,)),
+     InvalidAuditError, "returns numbers"),
+    ("total-variation-list", lambda: dr.total_variation([1], {}), InvalidAuditError,
+     "must be a law"),
+    ("total-variation-q-none", lambda: dr.total_variation({}, None), InvalidAuditError,
+     "q must be a law"),
     # -- output checks ---------------------------------------------------------------------
     ("check-output-empty", lambda: check_output(""), IPE, "must not be empty"),
 ]
@@ -651,6 +703,21 @@ def test_tensor_like_outcomes_are_converted_in_the_statistical_audit() -> None:
     assert _outcome(np.array([[1, 0]])) == ((1, 0),)
     assert _outcome([np.int64(1), [np.int64(0)]]) == (1, (0,))
     assert all(type(t) is int for t in _outcome(np.array([3, 4])))
+
+
+def test_array_and_list_outcomes_are_converted_in_the_exact_audit() -> None:
+    """The exact audit reads a program's outcome as the statistical audit reads a sample: a
+    list or an array (a tensor: anything numpy/torch with ``tolist``) as its tuple of Python
+    numbers, so the laws of all three forms are the same dict."""
+    as_tuple = dr.exact_distribution(lambda r: dr.autoregressive(T, (), 2, r).tokens)
+    assert dr.exact_distribution(lambda r: np.array(dr.autoregressive(T, (), 2, r).tokens)) \
+        == as_tuple
+    assert dr.exact_distribution(lambda r: list(dr.autoregressive(T, (), 2, r).tokens)) \
+        == as_tuple
+    law = dr.exact_distribution(lambda r: np.array([r.categorical(HALF)]))
+    assert all(type(t) is int for outcome in law for t in outcome)
+    # a Run counts as its tokens, as in the statistical audit and check_lossless
+    assert dr.exact_distribution(lambda r: dr.autoregressive(T, (), 2, r)) == as_tuple
 
 
 def test_a_valid_rows_file_and_output_paths_are_accepted(tmp_path: Path) -> None:

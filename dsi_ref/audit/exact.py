@@ -61,7 +61,7 @@ import random
 import secrets
 import sys
 import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -69,9 +69,23 @@ from functools import cache
 from typing import Any, ClassVar, Generic, TypeAlias, TypeVar, cast
 
 import numpy as np
+from tqdm import tqdm
 
-from ..base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
-from ..base.randomness import Key, SchedulerPolicy
+from ..base.errors import (
+    InvalidAuditError,
+    NondeterministicProgramError,
+    PathLimitError,
+    ScheduleDependenceError,
+)
+from ..base.randomness import (
+    Key,
+    SchedulerPolicy,
+    check_options,
+    check_policy_index,
+    check_probability,
+    check_weights,
+)
+from ..base.validate import check_bool, check_choice, check_int
 
 __all__ = [
     "ExactLaw",
@@ -81,6 +95,8 @@ __all__ = [
     "ScheduleDependenceError",
     "Witness",
     "WitnessStep",
+    "as_outcome",
+    "check_program",
     "exact_distribution",
     "exact_expectation",
     "exact_law",
@@ -98,6 +114,9 @@ Law: TypeAlias = dict[Any, Fraction]
 DEFAULT_MAX_PATHS = 2_000_000
 #: Default bound on the number of choices one run of the program may make.
 DEFAULT_MAX_CHOICES = 100_000
+#: With ``progress=True``, the bar is refreshed once per this many runs of the program (one
+#: comparison per run on the hot path, shared with the ``max_paths`` check).
+PROGRESS_EVERY = 2048
 
 
 
@@ -161,10 +180,55 @@ def readable(x: Fraction | float | int) -> str:
 
 
 def total_variation(p: Law, q: Law) -> Fraction:
-    """Total-variation distance ``(1/2) Σ_x |p(x) − q(x)|`` between two exact laws."""
+    """Total-variation distance ``(1/2) Σ_x |p(x) − q(x)|`` between two exact laws.
+
+    Raises:
+        InvalidAuditError: ``p`` or ``q`` is not a mapping ``outcome -> probability``.
+    """
+    for name, law in (("p", p), ("q", q)):
+        if not isinstance(law, Mapping):
+            raise InvalidAuditError(f"total_variation's {name} must be a law (a mapping outcome "
+                                    f"-> probability, e.g. from exact_distribution), got "
+                                    f"{law!r}")
     keys = set(p) | set(q)
     return sum((abs(p.get(x, Fraction(0)) - q.get(x, Fraction(0))) for x in keys),
                Fraction(0)) / 2
+
+
+def as_outcome(value: Any) -> Hashable:
+    """A program's return value as an outcome of its law: a `Run` (anything with ``tokens``)
+    counts as its tokens; a list, a numpy array or a torch tensor becomes a tuple of Python
+    scalars (nested: a tuple of tuples; a tensor hashes by identity and an array not at all, so
+    neither can be an outcome itself); any other hashable value is kept as is. The statistical
+    audit converts its samples the same way. Anything still unhashable is refused.
+
+    Raises:
+        InvalidAuditError: an unhashable value that is none of the above (a dict, a set...).
+
+    >>> as_outcome([1, 0]), as_outcome(np.array([[1, 0]])), as_outcome("a")
+    ((1, 0), ((1, 0),), 'a')
+    """
+    if type(value) is tuple and all(type(v) is int for v in value):
+        return value  # the usual outcome: nothing to convert
+    value = getattr(value, "tokens", value)
+    if type(value).__module__.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, list | tuple):
+        return tuple(as_outcome(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        raise InvalidAuditError(f"the program returned an unhashable value {value!r} "
+                                f"({type(value).__name__}); return a tuple of tokens (e.g. "
+                                "run.tokens), a list or an array") from None
+    return cast(Hashable, value)
+
+
+def check_program(program: object) -> None:
+    """Refuse (`InvalidAuditError`) a ``program`` that is not a callable ``rng -> value``."""
+    if not callable(program):
+        raise InvalidAuditError(f"the program must be a callable rng -> outcome (e.g. lambda "
+                                f"rng: decoder(..., rng).tokens), got {program!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,7 +248,10 @@ def exact_probabilities(weights: Sequence[Fraction | float]) -> list[Fraction]:
     noise apart, see its ``float_tolerance``.)
 
     Raises:
-        ValueError: a negative, NaN or infinite weight, or a sum that is not positive.
+        InvalidParameterError: a weight that is not a finite number >= 0 (NaN, inf, a ``bool``,
+            a string), no positive weight, or a float sum that overflows: the rule of `Sampler`
+            (`dsi_ref.base.randomness.check_weights`), so both interpreters refuse alike (a
+            row of `Fraction`s >= 0 is read exactly, however large: it is not checked again).
 
     >>> exact_probabilities([0.25, 0.75]), exact_probabilities([Fraction(1), 3])
     ([Fraction(1, 4), Fraction(3, 4)], [Fraction(1, 4), Fraction(3, 4)])
@@ -202,7 +269,13 @@ def exact_row(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool
     >>> exact_row((0.5, 0.5)), exact_row((Fraction(1, 2), Fraction(1, 2)))
     (([Fraction(1, 2), Fraction(1, 2)], True), ([Fraction(1, 2), Fraction(1, 2)], False))
     """
-    exact: list[Fraction] = []
+    if all(type(w) is Fraction and w >= 0 for w in weights):  # the usual row: valid if total > 0
+        exact = list(cast(Sequence[Fraction], weights))
+        total = sum(exact, Fraction(0))
+        if total > 0:
+            return (exact if total == 1 else [w / total for w in exact]), False
+    check_weights(weights)  # the rule `Sampler` applies, so both interpreters refuse alike
+    exact = []
     inexact = False
     for w in weights:
         if isinstance(w, Fraction):
@@ -211,18 +284,8 @@ def exact_row(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool
             exact.append(Fraction(w))
         else:
             inexact = True
-            try:
-                value = float(w)
-            except (TypeError, ValueError):
-                raise ValueError(f"categorical weights must be numbers, got {list(weights)!r}"
-                                 ) from None
-            if not math.isfinite(value):
-                raise ValueError(f"categorical weights must be finite, got {list(weights)!r}")
-            exact.append(Fraction(value))
+            exact.append(Fraction(float(w)))
     total = sum(exact, Fraction(0))
-    if any(w < 0 for w in exact) or total <= 0:
-        raise ValueError(f"categorical weights must be >= 0 with a positive sum, got "
-                         f"{list(weights)!r}")
     if total != 1:
         exact = [w / total for w in exact]
     return exact, inexact
@@ -231,14 +294,12 @@ def exact_row(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool
 def _exact_probability(p: Fraction | float) -> tuple[Fraction, bool]:
     """A Bernoulli probability as a `Fraction` (a float: its binary value), and whether it was
     a float."""
+    check_probability(p)  # the rule `Sampler` applies
     if isinstance(p, Fraction):
         return p, False
     if isinstance(p, _RATIONAL):
         return Fraction(p), False
-    value = float(p)
-    if not math.isfinite(value):
-        raise ValueError(f"bernoulli probability must lie in [0, 1], got {p!r}")
-    return Fraction(value), True
+    return Fraction(float(p)), True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,8 +421,6 @@ class _Replay:
         p, inexact = _exact_probability(p)
         if inexact:
             self.engine.inexact = True
-        if not 0 <= p <= 1:
-            raise ValueError(f"bernoulli probability must lie in [0, 1], got {p}")
         if key is not None and self.engine.keyed:
             lo, hi = self.intervals.get(key, (Fraction(0), Fraction(1)))
             width = hi - lo
@@ -379,14 +438,13 @@ class _Replay:
         return values[self._decide(_Node("bernoulli", key, probs, [str(v) for v in values]))]
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
-        if not options:
-            raise ValueError("choose() needs at least one option")
+        check_options(options)
         if len(options) == 1:
             return options[0]
         policy = self.engine.scheduler
         if policy is not None:  # a fixed scheduler: no quantification
             index = 0 if policy == "first" else len(options) - 1 if policy == "last" \
-                else policy(options, key)
+                else check_policy_index(policy(options, key), len(options))
             return options[index]
         return options[self._decide(_Node("choose", key, None, [_label(o) for o in options]))]
 
@@ -595,6 +653,15 @@ class _Engine(Generic[V]):
     longest: int = 0  # the most probabilistic or scheduler choices made by one run
     current: _Replay | None = None
     violation: NondeterministicProgramError | None = None
+    bar: Any = None  # the progress bar (tqdm) when asked for
+    next_report: float = math.inf  # the run count at which the bar is next refreshed
+
+    def report(self) -> None:
+        """Refresh the progress bar (every `PROGRESS_EVERY` runs)."""
+        self.next_report = self.runs + PROGRESS_EVERY
+        if self.bar is not None:
+            self.bar.update(self.runs - self.bar.n)
+            self.bar.set_postfix(paths=self.paths, merged_states=len(self.memo), refresh=False)
 
     def branches(self, weights: Sequence[Fraction | float]) -> _Branches:
         if not isinstance(weights, tuple):
@@ -626,6 +693,8 @@ class _Engine(Generic[V]):
 
     def run(self, prefix: tuple[int, ...]) -> list[_Event]:
         self.runs += 1
+        if self.runs >= self.next_report:
+            self.report()
         replay = self.current = _Replay(self, prefix)
         before = _global_states() if self.check_states else None
         value: object
@@ -652,6 +721,7 @@ class _Engine(Generic[V]):
             self.longest = replay.depth
         if value is _STOPPED:
             return replay.events
+        value = as_outcome(value)
         if replay.depth < len(prefix):
             path = replay.path()
             raise NondeterministicProgramError(
@@ -668,12 +738,9 @@ class _Engine(Generic[V]):
             self.paths += 1
             if self.paths > self.max_paths:
                 raise PathLimitError(
-                    f"more than {self.max_paths} paths; shrink the problem or raise max_paths")
-            try:
-                return {ev.value: Fraction(1)}
-            except TypeError:
-                raise TypeError(f"program returned an unhashable value {ev.value!r}; return a "
-                                "tuple (e.g. run.tokens)") from None
+                    f"more than {self.max_paths} paths; shrink the problem or raise max_paths "
+                    "(a decoder of your own: see merge_point in docs/auditing-your-decoder.md)")
+            return {ev.value: Fraction(1)}
         if ev.kind == "merged":
             return self.memo[ev.key]
         if ev.kind == "ckpt":
@@ -771,14 +838,19 @@ def _recursion_room() -> Iterator[None]:
 
 def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = True,
               max_paths: int = DEFAULT_MAX_PATHS, max_choices: int = DEFAULT_MAX_CHOICES,
-              witness: str = "first", scheduler: SchedulerPolicy | None = None) -> ExactLaw:
+              witness: str = "first", scheduler: SchedulerPolicy | None = None,
+              progress: bool = False) -> ExactLaw:
     """`exact_distribution`, returned as an `ExactLaw` (the law, whether floats were involved,
     and the longest path); same arguments and errors."""
-    if witness not in ("first", "shortest"):
-        raise ValueError(f"witness must be 'first' or 'shortest', got {witness!r}")
-    if scheduler is not None and scheduler not in ("first", "last") and not callable(scheduler):
-        raise ValueError(f"scheduler must be None, 'first', 'last' or a callable, got "
-                         f"{scheduler!r}")
+    check_program(program)
+    keyed = check_bool("keyed", keyed, error=InvalidAuditError)
+    merge = check_bool("merge", merge, error=InvalidAuditError)
+    progress = check_bool("progress", progress, error=InvalidAuditError)
+    max_paths = check_int("max_paths", max_paths, error=InvalidAuditError)
+    max_choices = check_int("max_choices", max_choices, error=InvalidAuditError)
+    check_choice("witness", witness, ("first", "shortest"), error=InvalidAuditError)
+    if scheduler is not None and not callable(scheduler):
+        check_choice("scheduler", scheduler, (None, "first", "last"), error=InvalidAuditError)
 
     def engine_(check_states: bool = False) -> _Engine[V]:
         return _Engine(program, keyed, merge, max_paths, max_choices,
@@ -786,11 +858,19 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
                        check_states=check_states)
 
     engine = engine_()
+    if progress:
+        engine.bar = tqdm(desc="exact_distribution", unit=" runs", file=sys.stderr,
+                          mininterval=0.5, leave=False)
+        engine.next_report = PROGRESS_EVERY
     before = _global_states()
     with _recursion_room():
         try:
             with _Guard(engine):
-                law = engine.explore((), engine.run(()), 0)
+                try:
+                    law = engine.explore((), engine.run(()), 0)
+                finally:
+                    if engine.bar is not None:
+                        engine.bar.close()
         except Exception as error:  # e.g. a replay gone astray: was a global generator drawn?
             if isinstance(error, NondeterministicProgramError) and error.source is not None:
                 raise
@@ -826,7 +906,8 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
                        max_paths: int = DEFAULT_MAX_PATHS,
                        max_choices: int = DEFAULT_MAX_CHOICES,
                        witness: str = "first",
-                       scheduler: SchedulerPolicy | None = None) -> dict[V, Fraction]:
+                       scheduler: SchedulerPolicy | None = None,
+                       progress: bool = False) -> dict[V, Fraction]:
     """The exact law of ``program(rng)`` over all of its probabilistic choices.
 
     Args:
@@ -841,8 +922,20 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
         scheduler: ``None`` (default) quantifies over every resolution of ``choose``; a policy
             (``"first"``, ``"last"`` or ``policy(options, key) -> index``, as in `Sampler`)
             fixes the scheduler instead, e.g. for the exact expected latency of one schedule.
+        progress: show a progress bar on stderr (runs of the program, complete paths, merged
+            states), refreshed every `PROGRESS_EVERY` runs; off by default.
+
+    A program's return value is its outcome, converted by `as_outcome` (a list, array or tensor
+    becomes a tuple).
 
     Raises:
+        InvalidAuditError: a bad argument (a program that is not callable, ``keyed=1``, an
+            unknown ``witness``...) or an unhashable outcome.
+        InvalidParameterError: the program made a malformed choice (weights that are not finite
+            numbers >= 0 with a positive sum, a probability outside [0, 1], an empty
+            ``choose``), refused as `Sampler` refuses it.
+        PathLimitError: more than ``max_paths`` paths, or a run of more than ``max_choices``
+            choices.
         ScheduleDependenceError: some ``choose`` has options leading to different laws.
         NondeterministicProgramError: the program drew randomness outside ``rng``, or a replay
             made fewer or different choices (see the module docstring): never a verdict.
@@ -851,19 +944,26 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
     {0: Fraction(1, 4), 1: Fraction(3, 4)}
     """
     return exact_law(program, keyed=keyed, merge=merge, max_paths=max_paths,
-                     max_choices=max_choices, witness=witness, scheduler=scheduler).law
+                     max_choices=max_choices, witness=witness, scheduler=scheduler,
+                     progress=progress).law
 
 
 def exact_expectation(program: Callable[[Any], Fraction | float | int], **kwargs: Any
                       ) -> Fraction | float:
     """``E[program(rng)]`` exactly (a `Fraction` when every value is rational).
 
-    Accepts the keyword arguments of `exact_distribution`.
+    Accepts the keyword arguments of `exact_distribution`; `InvalidAuditError` when a value is
+    not a real number (a ``bool`` counts as 0 or 1: the probability of an event).
 
     >>> exact_expectation(lambda rng: 2 if rng.bernoulli(Fraction(1, 3)) else 5)
     Fraction(4, 1)
     """
     law = exact_distribution(program, **kwargs)
+    for v in law:
+        if not isinstance(v, numbers.Real):
+            raise InvalidAuditError(f"exact_expectation needs a program that returns numbers, "
+                                    f"got the value {v!r} ({type(v).__name__}); return e.g. "
+                                    "run.time or len(run.tokens)")
     if all(isinstance(v, Fraction | int) for v in law):
         return sum((Fraction(v) * p for v, p in law.items()), Fraction(0))
     return float(sum(float(v) * float(p) for v, p in law.items()))

@@ -11,7 +11,7 @@ from ..base.models import FLOAT_TOLERANCE, LanguageModel
 from ..base.validate import check_number
 from ..decoders.common import check_inputs, model_probs
 from ..decoders.verification import argmax
-from .exact import Law, exact_law, exact_row, readable, total_variation
+from .exact import Law, check_program, exact_law, exact_row, readable, total_variation
 
 __all__ = ["LosslessReport", "assert_lossless", "check_lossless", "default_float_tolerance",
            "target_distribution"]
@@ -272,6 +272,7 @@ def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
     there); ``0`` compares exactly. When no float was involved the comparison is exact whatever
     ``float_tolerance`` says.
     """
+    check_program(program)
     check_number("float_tolerance", float_tolerance, allow_none=True, low=0)
     exact = exact_law(lambda rng: _tokens(program(rng)), **exact_kwargs)
     reference, inexact = _target_walk(target, prompt, max_new_tokens, greedy)

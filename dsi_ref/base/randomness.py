@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
-from typing import Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Literal, Protocol, SupportsIndex, TypeAlias, TypeVar, cast, runtime_checkable
 
 import numpy as np
 
 from .errors import InvalidParameterError
 from .validate import check_bool, check_seed, is_int
 
-__all__ = ["SCHEDULER_POLICIES", "Key", "Randomness", "Sampler", "SchedulerPolicy", "keyed_uniform",
-           "merge_point"]
+__all__ = ["SCHEDULER_POLICIES", "Key", "Randomness", "Sampler", "SchedulerPolicy",
+           "check_options", "check_policy_index", "check_probability", "check_weights",
+           "keyed_uniform", "merge_point"]
 
 T = TypeVar("T")
 Key: TypeAlias = Hashable
@@ -121,6 +123,43 @@ def _keyed_uniform(seed_mix: int, key: Key) -> float:
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
     x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
     return ((x ^ (x >> 31)) >> 11) * 2.0**-53
+
+
+def check_probability(p: object) -> None:
+    """Refuse (`InvalidParameterError`) a Bernoulli probability that is not a number in
+    ``[0, 1]`` (NaN, a ``bool``, a string): the rule of every interpreter of `Randomness`."""
+    try:
+        valid = 0 <= p <= 1 and type(p) is not bool  # type: ignore[operator]
+    except TypeError:
+        valid = False
+    if not valid:
+        raise InvalidParameterError(f"bernoulli probability must lie in [0, 1], got {p!r}")
+
+
+def check_options(options: Sequence[object]) -> None:
+    """Refuse (`InvalidParameterError`) an empty ``choose``: the rule of every interpreter."""
+    if not options:
+        raise InvalidParameterError("choose() needs at least one option")
+
+
+def check_policy_index(index: object, n_options: int) -> int:
+    """A scheduler policy's pick as an ``int`` in ``[0, n_options)``; `InvalidParameterError`
+    otherwise (the rule of every interpreter that runs a policy)."""
+    if not is_int(index) or not 0 <= operator.index(cast(SupportsIndex, index)) < n_options:
+        raise InvalidParameterError(f"scheduler policy returned index {index!r} for "
+                                    f"{n_options} options (an int in [0, {n_options}) is "
+                                    "needed)")
+    return operator.index(cast(SupportsIndex, index))
+
+
+def check_weights(weights: Sequence[Fraction | float]) -> tuple[list[float], int]:
+    """The rule for a row of categorical weights, shared by every interpreter of `Randomness`:
+    the cumulative float sums of ``weights`` and the last positive index.
+
+    Refused (`InvalidParameterError`): a weight that is not a finite number >= 0 (NaN, inf, a
+    ``bool``, a string), no positive weight, and weights whose float sum overflows.
+    """
+    return _cdf(weights)
 
 
 def _cdf(weights: Sequence[Fraction | float]) -> tuple[list[float], int]:
@@ -225,19 +264,12 @@ class Sampler:
 
     def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
         """``uniform(key) < p``."""
-        try:
-            valid = 0 <= p <= 1 and type(p) is not bool
-        except TypeError:
-            valid = False
-        if not valid:
-            raise InvalidParameterError(
-                f"bernoulli probability must lie in [0, 1], got {p!r}")
+        check_probability(p)
         return bool(self.uniform(key) < p)  # a Python bool, whatever number type p is
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
         """The scheduler's pick among ``options`` (see ``scheduler``)."""
-        if not options:
-            raise InvalidParameterError("choose() needs at least one option")
+        check_options(options)
         policy = self.scheduler
         if len(options) == 1 or policy == "first":
             return options[0]
@@ -248,10 +280,5 @@ class Sampler:
                 self._sched = np.random.default_rng([self.seed, 1])
             return options[int(self._sched.integers(len(options)))]
         if callable(policy):
-            index = policy(options, key)
-            if not is_int(index) or not 0 <= index < len(options):
-                raise InvalidParameterError(f"scheduler policy returned index {index!r} for "
-                                            f"{len(options)} options (an int in [0, "
-                                            f"{len(options)}) is needed)")
-            return options[index]
+            return options[check_policy_index(policy(options, key), len(options))]
         raise InvalidParameterError(f"unknown scheduler policy {policy!r}")
