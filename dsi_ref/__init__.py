@@ -19,7 +19,7 @@ from .base.errors import (
 )
 from .base.latency import Latency
 from .base.models import FunctionLM, LanguageModel, TableLM
-from .base.randomness import Randomness, Sampler, keyed_uniform
+from .base.randomness import Randomness, Sampler, keyed_uniform, merge_point
 from .base.result import Event, Run
 from .decoders.autoregressive import autoregressive
 from .decoders.dsi import DSIConfig, dsi
@@ -64,6 +64,7 @@ __all__ = [
     "exact_expectation",
     "expected_latency",
     "keyed_uniform",
+    "merge_point",
     "simulate_latency",
     "speculative",
     "statistical_audit",
