@@ -94,3 +94,22 @@ def test_the_crosscheck_catches_a_wrong_hint() -> None:
     plain = dr.exact_distribution(forgetful, merge=False)
     assert plain == {(0, 0): F(1, 4), (1, 0): F(3, 8), (1, 1): F(3, 8)}
     assert merged != plain
+
+
+def test_progress_is_shown_on_stderr_only_when_asked(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``progress=True`` reports runs, paths and merged states on stderr (refreshed every
+    `PROGRESS_EVERY` runs, made small here); the default prints nothing, and the law is the same."""
+    import dsi_ref.audit.exact as exact
+
+    monkeypatch.setattr(exact, "PROGRESS_EVERY", 4)
+
+    def program(rng: Any) -> int:
+        return sum(rng.bernoulli(F(1, 3)) for _ in range(5))
+
+    quiet = dr.exact_distribution(program)
+    assert capsys.readouterr().err == ""
+    shown = dr.exact_distribution(program, progress=True)
+    captured = capsys.readouterr()
+    assert shown == quiet and captured.out == ""
+    assert "exact_distribution" in captured.err and "paths=" in captured.err

@@ -860,7 +860,7 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
     engine = engine_()
     if progress:
         engine.bar = tqdm(desc="exact_distribution", unit=" runs", file=sys.stderr,
-                          mininterval=0.5, leave=False)
+                          mininterval=0.5)
         engine.next_report = PROGRESS_EVERY
     before = _global_states()
     with _recursion_room():
@@ -869,7 +869,9 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
                 try:
                     law = engine.explore((), engine.run(()), 0)
                 finally:
-                    if engine.bar is not None:
+                    if engine.bar is not None:  # the final counts stay on screen
+                        engine.report()
+                        engine.bar.refresh()
                         engine.bar.close()
         except Exception as error:  # e.g. a replay gone astray: was a global generator drawn?
             if isinstance(error, NondeterministicProgramError) and error.source is not None:
