@@ -195,12 +195,15 @@ def total_variation(p: Law, q: Law) -> Fraction:
                Fraction(0)) / 2
 
 
-def as_outcome(value: Any) -> Hashable:
+def as_outcome(value: Any, *, source: str = "the program returned") -> Hashable:
     """A program's return value as an outcome of its law: a `Run` (anything with ``tokens``)
     counts as its tokens; a list, a numpy array or a torch tensor becomes a tuple of Python
     scalars (nested: a tuple of tuples; a tensor hashes by identity and an array not at all, so
     neither can be an outcome itself); any other hashable value is kept as is. The statistical
     audit converts its samples the same way. Anything still unhashable is refused.
+
+    ``source`` starts the error message (who returned the value). This is the one conversion
+    of outcomes: the statistical audit uses it for its samples.
 
     Raises:
         InvalidAuditError: an unhashable value that is none of the above (a dict, a set...).
@@ -214,11 +217,11 @@ def as_outcome(value: Any) -> Hashable:
     if type(value).__module__.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, list | tuple):
-        return tuple(as_outcome(v) for v in value)
+        return tuple(as_outcome(v, source=source) for v in value)
     try:
         hash(value)
     except TypeError:
-        raise InvalidAuditError(f"the program returned an unhashable value {value!r} "
+        raise InvalidAuditError(f"{source} an unhashable value {value!r} "
                                 f"({type(value).__name__}); return a tuple of tokens (e.g. "
                                 "run.tokens), a list or an array") from None
     return cast(Hashable, value)

@@ -46,13 +46,14 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 from scipy import optimize, stats
 
 from ..base.errors import InvalidAuditError, NondeterministicProgramError, UnderpoweredError
 from ..base.validate import check_choice, check_int, check_number, check_seed, is_int
+from .exact import as_outcome
 
 __all__ = [
     "POLICY_ALPHA",
@@ -516,23 +517,9 @@ def sample_seeds(seed: int, n_samples: int) -> list[int]:
 
 
 def _outcome(value: Any) -> Outcome:
-    """One sample as a hashable outcome: a `Run` as its tokens; a list, a numpy array or a torch
-    tensor as a tuple of Python scalars (a tensor hashes by identity: never a cell itself); a
-    value that is still unhashable is refused with `InvalidAuditError`."""
-    value = getattr(value, "tokens", value)
-    if type(value) is tuple and all(type(v) is int for v in value):
-        return value  # the usual sample: nothing to convert
-    if type(value).__module__.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
-        value = value.tolist()
-    if isinstance(value, list | tuple):
-        return tuple(_outcome(v) for v in value)
-    try:
-        hash(value)
-    except TypeError:
-        raise InvalidAuditError(f"sample_fn returned an unhashable outcome {value!r} "
-                                f"({type(value).__name__}); return a tuple of tokens, a list, "
-                                "an array or a Run") from None
-    return cast(Outcome, value)
+    """One sample as a hashable outcome (`dsi_ref.audit.exact.as_outcome`: a `Run` as its
+    tokens, a list, array or tensor as a tuple; unhashable values refused)."""
+    return as_outcome(value, source="sample_fn returned")
 
 
 def _check_determinism(sample_fn: Callable[[int], Any], drawn: list[tuple[int, Outcome]]) -> None:
