@@ -136,10 +136,6 @@ def _shown(x: Fraction) -> str:
     return text if text.startswith("~") else f"{text} (~{float(x):.4g})"
 
 
-def _tokens(value: Any) -> Any:
-    return getattr(value, "tokens", value)
-
-
 def _prefix_marginals(law: Law, length: int) -> dict[tuple[Any, ...], Fraction]:
     marginals: dict[tuple[Any, ...], Fraction] = {}
     for seq, prob in law.items():
@@ -199,8 +195,7 @@ def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None,
     tv = total_variation(decoder_law, target_law)
     identical = decoder_law == target_law
     noise = not identical and tv <= tolerance and all(s in target_law for s in decoder_law)
-    first = None if decoder_law == target_law else first_diverging_prefix(decoder_law,
-                                                                          target_law)
+    first = None if identical else first_diverging_prefix(decoder_law, target_law)
     worst = max(support, key=lambda s: (abs(decoder_law.get(s, zero) - target_law.get(s, zero)),
                                         repr(s)), default=None)
     return LosslessReport(
@@ -274,7 +269,7 @@ def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
     """
     check_program(program)
     check_number("float_tolerance", float_tolerance, allow_none=True, low=0)
-    exact = exact_law(lambda rng: _tokens(program(rng)), **exact_kwargs)
+    exact = exact_law(program, **exact_kwargs)  # a Run counts as its tokens (as_outcome)
     reference, inexact = _target_walk(target, prompt, max_new_tokens, greedy)
     tolerance: Fraction | float = 0
     if exact.inexact or inexact:

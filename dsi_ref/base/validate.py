@@ -41,10 +41,10 @@ def is_finite(value: object) -> bool:
     return math.isfinite(cast(float, value))
 
 
-def check_int(name: str, value: object, *, low: int = 1,
+def check_int(name: str, value: object, *, low: int = 1, what: str = "",
               error: type[Exception] = InvalidParameterError) -> int:
     """``value`` as an ``int`` when it is an integer ``>= low``; ``error`` naming ``name``
-    otherwise.
+    otherwise (``what`` adds what the int is for to the message).
 
     >>> check_int("lookahead", 3)
     3
@@ -54,7 +54,7 @@ def check_int(name: str, value: object, *, low: int = 1,
     dsi_ref.base.errors.InvalidParameterError: lookahead must be an int >= 1, got 0
     """
     if not is_int(value) or operator.index(cast(SupportsIndex, value)) < low:
-        raise error(f"{name} must be an int >= {low}, got {value!r}")
+        raise error(f"{name} must be an int >= {low}{what}, got {value!r}")
     return operator.index(cast(SupportsIndex, value))
 
 
@@ -79,9 +79,7 @@ def check_seed(name: str, value: object, *,
     >>> check_seed("seed", 7)
     7
     """
-    if not is_int(value) or operator.index(cast(SupportsIndex, value)) < 0:
-        raise error(f"{name} must be an int >= 0 (a seed), got {value!r}")
-    return operator.index(cast(SupportsIndex, value))
+    return check_int(name, value, low=0, what=" (a seed)", error=error)
 
 
 def check_number(name: str, value: object, *, positive: bool = False, allow_none: bool = False,
