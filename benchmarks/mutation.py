@@ -6,7 +6,7 @@
         > /tmp/mutation.log 2>&1 &                  # one module, in the background
     .venv/bin/python benchmarks/mutation.py all     # every module in MODULES (hours)
 
-For each module it copies the git-tracked files of the repository into a scratch directory
+For each module it extracts the committed tree at HEAD (``git archive``) into a scratch directory
 (``--workdir``, default ``$TMPDIR/dsi-ref-mutation/<module>``), appends a ``[tool.mutmut]``
 section to the *copy's* pyproject.toml (mutate only that module; run only the module's fast tests
 of `MODULES`, in one process, stopping at the first failure, Hypothesis derandomised), runs
@@ -21,11 +21,13 @@ docs/mutation-testing.md). It asserts nothing; the exit status is 0 when mutmut 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +41,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "verification": ("dsi_ref/decoders/verification.py", (
         "tests/test_verification_mutants.py", "tests/test_core_speculative.py",
         "tests/test_si_run.py", "tests/test_zoo_mutants.py",
-        "tests/test_float_models.py", "tests/test_lossless_registry.py")),
+        "tests/test_float_models.py", "tests/test_lossless_registry.py",
+        "tests/test_dsi_determinism.py")),
     "speculative": ("dsi_ref/decoders/speculative.py", (
         "tests/test_core_speculative.py", "tests/test_si_run.py", "tests/test_zoo_mutants.py",
         "tests/test_float_models.py", "tests/test_lossless_registry.py")),
@@ -73,13 +76,11 @@ def prepare(module: str, workdir: Path) -> None:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
-                             capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, tracked):
-        source = ROOT / name
-        if source.is_file():
-            (workdir / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, workdir / name)
+    # the committed tree at HEAD (not the working tree: files being edited are not mutated)
+    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(workdir, filter="data")
     config = (f"\n[tool.mutmut]\nsource_paths = [\"dsi_ref\"]\n"
               f"only_mutate = {_toml_list([path])}\n"
               f"pytest_add_cli_args = {_toml_list(PYTEST_ARGS)}\n"
@@ -124,8 +125,10 @@ def run_module(module: str, workdir: Path, max_children: int) -> dict[str, objec
     decided = killed + counts.get("survived", 0)
     survivors = {name: _mutmut(workdir, "show", name).stdout
                  for name, status in statuses.items() if status not in ("killed", "timeout")}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
     summary: dict[str, object] = {
-        "module": MODULES[module][0], "tests": list(MODULES[module][1]),
+        "module": MODULES[module][0], "commit": commit, "tests": list(MODULES[module][1]),
         "pytest_args": list(PYTEST_ARGS), "mutants": len(statuses), "counts": counts,
         "score": round(killed / decided, 4) if decided else None,
         "seconds": round(seconds, 1), "mutmut_exit": ran.returncode,
