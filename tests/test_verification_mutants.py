@@ -10,8 +10,15 @@ import pytest
 
 from dsi_ref import Sampler
 from dsi_ref.audit.exact import exact_distribution
-from dsi_ref.base.errors import InvalidParameterError
-from dsi_ref.decoders.verification import Decision, argmax, as_rule, decide, draft_token
+from dsi_ref.base.errors import InvalidParameterError, NumericalError
+from dsi_ref.decoders.verification import (
+    Decision,
+    RejectionSampling,
+    argmax,
+    as_rule,
+    decide,
+    draft_token,
+)
 
 P = [F(1, 5), F(3, 5), F(1, 5)]  # argmax at index 1
 Q = [F(1, 2), F(1, 4), F(1, 4)]
@@ -23,10 +30,11 @@ def test_argmax_finds_the_maximum_at_every_index_and_breaks_ties_low() -> None:
     assert argmax([F(1, 3)] * 3) == 0
 
 
-@pytest.mark.parametrize("rule", ["exact_match", "greedy"])
-def test_the_decision_labels_of_exact_match_and_greedy(rule: str) -> None:
-    """accepted iff the committed token is the draft, with the matching kind; a bonus is never
-    accepted (``accepted is False``, not merely falsy)."""
+@pytest.mark.parametrize("rule", ["rejection", "exact_match", "greedy"])
+def test_the_decision_labels_of_every_rule(rule: str) -> None:
+    """accepted iff the committed token is the draft, with the matching kind (a residual token is
+    never the draft: a rejection needs ``p(x) < q(x)``, where ``(p − q)+`` is 0); neither a
+    rejection nor a bonus is accepted (``accepted is False``, not merely falsy)."""
     for draft in range(3):
         law = exact_distribution(lambda rng, d=draft: decide(rule, P, Q, d, rng, (0,)))
         for token, accepted, kind in law:  # outcomes are plain tuples
@@ -36,6 +44,8 @@ def test_the_decision_labels_of_exact_match_and_greedy(rule: str) -> None:
     assert all(accepted is False and kind == "bonus" for _, accepted, kind in bonus)
 
 
+# alpha: 50 seeds all drafting the same token of Q = (1/2, 1/4, 1/4): 2^-50 + 2 * 4^-50 = 8.9e-16
+@pytest.mark.montecarlo(alpha=9e-16)
 def test_the_wrappers_pass_every_argument_through() -> None:
     """``decide``/``draft_token`` give the rule's own law, keyed by the context."""
     rule = as_rule("rejection")
@@ -54,3 +64,10 @@ def test_the_wrappers_pass_every_argument_through() -> None:
 def test_a_bad_verify_is_named_in_the_message() -> None:
     with pytest.raises(InvalidParameterError, match=r"rule name .* or a Rule object, got int"):
         as_rule(3)  # type: ignore[arg-type]
+
+
+def test_an_empty_residual_is_named_in_the_message() -> None:
+    """A rejection with ``p = q`` (only float rounding can cause it) has nothing to resample."""
+    with pytest.raises(NumericalError, match=r"position 1 but the residual \(p - q\)\+ is "
+                                             r"empty: float rounding in p or q"):
+        RejectionSampling().residual(P, P, Sampler(0), (0,))
