@@ -228,6 +228,8 @@ def test_bad_parameters_are_rejected_by_name() -> None:
 # -- reproducibility ----------------------------------------------------------------------------
 
 
+# alpha: 10 000 64-bit words repeat one w.p. <= n^2 / 2^65 = 2.7e-12 (the birthday bound)
+@pytest.mark.montecarlo(alpha=3e-12)
 def test_per_sample_seeds_are_reproducible_and_distinct() -> None:
     seeds = sample_seeds(5, 10_000)
     assert seeds == sample_seeds(5, 10_000)
