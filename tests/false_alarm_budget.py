@@ -10,7 +10,11 @@ items of every run and refuses the run when:
 * a test carries one of the two markers without a valid ``alpha`` (a number in [0, 1]);
 * a test that samples declares no ``alpha``: its source, or that of a function of its own module
   it calls, decides on a sample by one of `SAMPLING_PATTERNS` (a statistical audit whose verdict
-  is read, a simulated rejection rate, a bound in standard errors);
+  is read, a simulated rejection rate, a bound in standard errors, a seeded sample compared with
+  a tolerance or a count: with its seed fixed such a test is deterministic, but the seed was one
+  draw, and its ``alpha`` is the probability over seeds);
+* a test declares ``alpha=0`` without a ``reason`` (the opt-out of a test that looks like it
+  samples but passes for every draw);
 * the declared rates of the run's tests add up to more than `BUDGET`.
 
 ``python tests/false_alarm_budget.py`` prints the budget table of the default run; ``--write``
@@ -36,6 +40,23 @@ import pytest
 #: At most this many spurious failures per run, in expectation (a union bound).
 BUDGET = 1e-6
 ALPHA_MARKERS = ("statistical", "montecarlo")
+#: A draw with a seed: the decoders' `Sampler`, numpy's, torch's and Python's generators, a
+#: latency simulation.
+SEEDED_SAMPLE = re.compile(r"\b(?:Sampler|default_rng|sample_runs|simulate_latency|manual_seed"
+                           r"|Random|Generator)\(|\.sample\(")
+#: A float tolerance finer than this is rounding noise, not a sampling error (``abs=1e-12``).
+_NOISE = r"\d(?:\.\d*)?e-(?:[7-9]|\d\d)\b"
+#: A decision on what was drawn: a difference within a tolerance (``abs(mean - 0.5) < 0.05``,
+#: ``pytest.approx(x, abs=0.05)``; not one at float-noise level), a count accumulated over draws
+#: against a threshold (``hits += ...`` then ``assert hits >= 10``), a `Counter` or ``.count``
+#: of draws against one, or how many distinct values were drawn (``assert len(seen) > 1``).
+SAMPLE_DECISION = re.compile(
+    rf"\babs\([^\n]*\)\s*<=?+\s*+(?!{_NOISE})"
+    rf"|\bapprox\([^\n]*\b(?:abs|rel)\s*=\s*+(?!{_NOISE})"
+    r"|\b(?P<count>\w+)\s*\+=[\s\S]*^\s*assert\b[^\n]*"
+    r"(?:\b(?P=count)\s*[<>]|[<>]=?\s*(?:[\d.]+\s*\*\s*)?(?P=count)\b)"
+    r"|\b(?:Counter\(|\.count\()[\s\S]*^\s*assert\b[^\n]*[<>]"
+    r"|^\s*assert\s+len\(\w+\)\s*[<>]", re.M)
 #: What marks a test as deciding on a sample: (name, pattern, a second pattern that must also be
 #: present, or None).
 SAMPLING_PATTERNS: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
@@ -43,6 +64,7 @@ SAMPLING_PATTERNS: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ..
      re.compile(r"\.verdict\b")),
     ("a simulated rejection rate", re.compile(r"\brejection_rate\("), None),
     ("a bound in standard errors", re.compile(r"\*\s*se\b|\bse\s*\*|\bZ_MAX\b"), None),
+    ("a seeded sample compared with a tolerance or a count", SEEDED_SAMPLE, SAMPLE_DECISION),
 )
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "statistical-policy.md"
@@ -53,8 +75,12 @@ DEFAULT_RUN = "not slow and not gpu"
 def declared_alpha(item: pytest.Item) -> tuple[str, float] | None:
     """``(marker, alpha)`` of the item's closest budget marker, or None without one.
 
+    ``alpha=0`` is the opt-out of a test that looks like it decides on a sample but cannot fail
+    by chance (every draw passes, by construction); it must say why, with ``reason=...``.
+
     Raises:
-        ValueError: the marker has no ``alpha`` or one outside [0, 1].
+        ValueError: the marker has no ``alpha``, one outside [0, 1], or ``alpha=0`` without a
+            ``reason``.
     """
     for marker in item.iter_markers():
         if marker.name in ALPHA_MARKERS:
@@ -63,6 +89,11 @@ def declared_alpha(item: pytest.Item) -> tuple[str, float] | None:
                     or not 0 <= alpha <= 1 or math.isnan(alpha):
                 raise ValueError(f"{item.nodeid}: @pytest.mark.{marker.name} needs alpha=<its "
                                  f"false-alarm rate, in [0, 1]>, got {alpha!r}")
+            reason = marker.kwargs.get("reason")
+            if alpha == 0 and not (isinstance(reason, str) and reason.strip()):
+                raise ValueError(f"{item.nodeid}: @pytest.mark.{marker.name}(alpha=0) says no draw "
+                                 "can fail the test: give reason=<why> (a test that can fail "
+                                 "by chance declares its alpha instead)")
             return marker.name, float(alpha)
     return None
 

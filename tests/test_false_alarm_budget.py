@@ -95,6 +95,72 @@ def test_tolerance():
     assert problems(pytester, source) == []
 
 
+def test_an_undeclared_seeded_count_or_tolerance_test_is_refused(pytester: pytest.Pytester
+                                                                 ) -> None:
+    """A fixed seed makes a test deterministic, not free of chance: the seed was one draw."""
+    source = '''
+from collections import Counter
+import dsi_ref as dr
+import numpy as np
+
+def _draws(n):
+    return [dr.Sampler(s).categorical([1, 1, 2]) for s in range(n)]
+
+def test_counts():
+    counts = Counter(_draws(400))
+    assert counts[2] > 150
+
+def test_a_mean_within_a_tolerance():
+    assert abs(np.random.default_rng(3).random(1000).mean() - 0.5) < 0.05
+
+def test_hits_in_a_loop():
+    hits = 0
+    for seed in range(30):
+        hits += dr.Sampler(seed).bernoulli(0.5)
+    assert hits >= 5
+'''
+    found = problems(pytester, source)
+    assert [f.split(" ", 1)[0].rsplit("::", 1)[1] for f in found] == [
+        "test_counts", "test_a_mean_within_a_tolerance", "test_hits_in_a_loop"]
+    assert all("(a seeded sample compared with a tolerance or a count)" in f for f in found)
+
+
+def test_reproducibility_only_seeded_tests_are_not_flagged(pytester: pytest.Pytester) -> None:
+    """Same seed, same output; a property of every draw; a float-noise tolerance: nothing to
+    declare. A test that looks like it samples but passes for every draw opts out with
+    ``alpha=0`` and a reason, never without one."""
+    source = '''
+import dsi_ref as dr
+import pytest
+
+def test_same_seed_same_tokens():
+    assert [dr.Sampler(7).categorical([1, 1]) for _ in range(5)] == \\
+        [dr.Sampler(7).categorical([1, 1]) for _ in range(5)]
+
+def test_every_draw_is_in_range():
+    draws = [dr.Sampler(s).categorical([1, 0, 1]) for s in range(50)]
+    assert all(d in (0, 2) for d in draws)
+
+def test_float_noise():
+    x = dr.Sampler(1).uniform()
+    assert x == pytest.approx(x + 1e-15, abs=1e-12)
+
+@pytest.mark.montecarlo(alpha=0, reason="the weights put all the mass on token 1")
+def test_certain():
+    hits = 0
+    for seed in range(10):
+        hits += dr.Sampler(seed).categorical([0, 1]) == 1
+    assert hits >= 10
+'''
+    assert problems(pytester, source) == []
+
+
+def test_a_zero_alpha_without_a_reason_is_refused(pytester: pytest.Pytester) -> None:
+    found = problems(pytester, "import pytest\n\n@pytest.mark.montecarlo(alpha=0)\n"
+                               "def test_c():\n    pass\n")
+    assert len(found) == 1 and "give reason=" in found[0] and "test_c" in found[0]
+
+
 def test_a_run_over_the_budget_is_refused(pytester: pytest.Pytester) -> None:
     source = f'''
 import pytest
