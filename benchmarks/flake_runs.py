@@ -8,7 +8,9 @@ Hypothesis profile (tests/conftest.py: not derandomised, so the seed decides the
 pyproject.toml's default options (``-m 'not slow and not gpu'``, xdist workers). Each run's
 pass/fail/error/skip counts, failed tests and duration go into ``--out`` (JSON) and a markdown
 table on stdout. The exit status is 1 when any run failed, else 0. Not part of CI: one run is the
-whole default suite (about two minutes on two cores).
+whole default suite (about two minutes on two cores). To test a fixed commit while the working
+tree changes, run it from a clone (``python -m pytest`` puts the clone first on ``sys.path``):
+``git clone . /tmp/flake && cd /tmp/flake && /path/to/.venv/bin/python benchmarks/flake_runs.py``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                            capture_output=True).stdout.strip() or "unknown"
+    print(f"commit {commit}, {args.runs} runs of the default suite\n")
     runs = []
     print("| run | seed | exit | passed | failed | errors | seconds | failures |")
     print("|---|---|---|---|---|---|---|---|")
@@ -65,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {i} | {run['seed']} | {run['exit']} | {counts.get('passed', 0)} | "
               f"{counts.get('failed', 0)} | {counts.get('errors', 0)} | {run['seconds']} | "
               f"{', '.join(failures) or '-'} |", flush=True)
-        args.out.write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+        args.out.write_text(json.dumps({"commit": commit, "runs": runs}, indent=2) + "\n")
     failed = [run for run in runs if run["exit"] != 0]
     print(f"\n{len(runs)} runs, {len(failed)} failed; details in {args.out}")
     return 1 if failed else 0
