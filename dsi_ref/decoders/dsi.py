@@ -15,7 +15,7 @@ chosen by ``rng.choose`` (canonical order first: the drafter, then tasks by star
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
@@ -26,7 +26,15 @@ from ..base.models import LanguageModel, Number
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..base.validate import check_choice, check_int
-from .common import check_inputs, merge_hint, model_probs
+from .common import (
+    FixedParts,
+    attribute_state,
+    check_inputs,
+    merge_hint,
+    model_probs,
+    overridden,
+    slot_names,
+)
 from .verification import Rule, VerifyRule, as_rule
 
 __all__ = ["DSIConfig", "DSIRun", "DraftForward", "Task", "dsi"]
@@ -172,6 +180,7 @@ class DSIRun:
         self.stats = dict.fromkeys(("drafts", "accepted", "rejected", "bonus", "tasks",
                                     "frontier_tasks", "preempted_tasks", "preempted_drafts",
                                     "max_busy_servers"), 0)
+        self._fixed = FixedParts(self, _FIXED)
 
     # -- the speculative sequence --------------------------------------------------------------
     @property
@@ -380,7 +389,8 @@ class DSIRun:
         but not on the trace, the counters or the tasks' ids (which only name tasks in labels).
         A recording run returns its trace and counters, so they must be part of the state; a
         lean run (``record=False``) returns neither, so paths with different histories but the
-        same future merge.
+        same future merge. That is `DSIRun`'s own code: a subclass that overrides any method
+        may read the history, so its lean runs keep it in the state (see `own_state`).
         """
         lean = (tuple(self.committed), tuple(self.drafts), self.window_start,
                 self.drafting.key() if self.drafting else None,
@@ -388,16 +398,60 @@ class DSIRun:
                 self.frontier_waiting.key()[1:] if self.frontier_waiting else None,
                 tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()),
                 self.now)
-        if not self.cfg.record:
-            return lean
+        own = self.own_state()
+        if not self.cfg.record and not _overrides(type(self)):
+            return (*lean, own)
         return (*lean, tuple(t.id for t in self.tasks), tuple(t.id for t in self.queue),
                 self.frontier_waiting.id if self.frontier_waiting else None, tuple(self.trace),
-                tuple(self.stats.items()), self.next_id)
+                tuple(self.stats.items()), self.next_id, own)
+
+    def own_state(self) -> Hashable:
+        """The part of `state` that `DSIRun`'s own fields do not give: ``done`` and a
+        `fingerprint` of every instance attribute not accounted for (whatever a subclass
+        added), or a `NoMerge` (no merging at this point) when one of them is not plain data.
+
+        Accounted for: the fields of `state`; the parts the run is built on (models, ``rng``,
+        config, rule, prompt, ``n``, EOS) while they are the very objects they were before the
+        run started (a rebound one is read as data; the rule's own attributes, if any, always
+        are); and what `DSIRun`'s code keeps as a function of those fields (``draft_rows``, the
+        servers' ``busy`` list, the draft's row, the tasks' class), which a subclass that
+        overrides any method reads here too.
+        """
+        cls = type(self)
+        skip = _ACCOUNTED
+        derived: Hashable = ()
+        if _overrides(cls):
+            drafting = self.drafting
+            derived = (tuple(self.draft_rows), tuple(t.key() if t else None for t in self.busy),
+                       drafting.row if drafting else None,
+                       tuple(type(t) for t in (*self.tasks, *self.queue)),
+                       type(drafting), type(self.frontier_waiting))
+        changed = self._fixed.changed(self)
+        if changed:
+            skip = skip - changed  # rebound: read as data (a model is not: no merging)
+        rule = self.rule
+        rule_state = (attribute_state(rule, frozenset(), {})
+                      if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())
+        extra = (attribute_state(self, skip, self._known(changed))
+                 if not skip.issuperset(vars(self)) or slot_names(cls) else ())
+        return (self.done, derived, rule_state, extra)
+
+    def _known(self, changed: frozenset[str]) -> dict[int, str]:
+        """The objects outside ``self``'s own data that a subclass attribute may refer to
+        (the parts of the run that are still what they were, its own containers)."""
+        known = self._fixed.known(changed)
+        known.update({id(self): "self", id(self.committed): "committed",
+                      id(self.drafts): "drafts", id(self.tasks): "tasks",
+                      id(self.queue): "queue", id(self.supplied): "supplied"})
+        if self.cfg.record or _overrides(type(self)):  # the history is in the state
+            known.update({id(self.trace): "trace", id(self.stats): "stats"})
+        return known
 
     def run(self) -> Run:
         """The event loop: deliver the earliest events (ties in an order the scheduler chooses)
         until the last position is committed."""
         hint = merge_hint(self.rng)
+        self._fixed = FixedParts(self, _FIXED)  # what the run is built on, before it starts
         if not self.done:
             self.start_drafting()
             self.submit(0, 0, frontier=True)
@@ -423,6 +477,26 @@ class DSIRun:
         if not self.cfg.record:
             return Run(tuple(self.committed), self.now)
         return Run(tuple(self.committed), self.now, tuple(self.trace), dict(self.stats))
+
+
+#: The parts a `DSIRun` is built on (`DSIRun.own_state`).
+_FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule")
+#: What `DSIRun.state` accounts for besides the fixed parts (``draft_rows`` and ``busy`` are
+#: functions of the rest in `DSIRun`'s own code; `DSIRun.own_state` reads them for a subclass).
+_ACCOUNTED = frozenset(_FIXED) | {
+    "now", "committed", "drafts", "draft_rows", "window_start", "drafting", "drafter_first",
+    "tasks", "queue", "frontier_waiting", "busy", "server_first", "supplied", "trace",
+    "next_id", "done", "stats", "_fixed"}
+#: Per class, whether it overrides a method of `DSIRun`.
+_OVERRIDES: dict[type, bool] = {}
+
+
+def _overrides(cls: type) -> bool:
+    """Whether ``cls`` replaces a method of `DSIRun` (cached)."""
+    known = _OVERRIDES.get(cls)
+    if known is None:
+        known = _OVERRIDES[cls] = overridden(cls, DSIRun)
+    return known
 
 
 def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],

@@ -35,7 +35,17 @@ from ..base.models import LanguageModel, Number, Prefix
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..base.validate import check_int
-from .common import Recorder, check_inputs, merge_hint, model_reader
+from .common import (
+    FixedParts,
+    NoMerge,
+    Recorder,
+    attribute_state,
+    check_inputs,
+    merge_hint,
+    model_reader,
+    overridden,
+    slot_names,
+)
 from .verification import Decision, Rule, VerifyRule, as_rule
 
 __all__ = ["NON_SI_STATS", "STATS", "ModelName", "Rows", "SIRun", "SpeculativeConfig",
@@ -118,6 +128,7 @@ class SIRun:
         self.drafts: list[int] = []
         self.draft_rows: list[Sequence[Number]] = []
         self.target_rows: Rows = ()
+        self._fixed = FixedParts(self, _FIXED)
 
     # -- the steps of one iteration ------------------------------------------------------------
     def window(self) -> int:
@@ -185,6 +196,7 @@ class SIRun:
         self.start = len(self.tokens)
         self.context = tuple(self.tokens)
         self.drafts, self.draft_rows = [], []
+        self.target_rows = ()  # set by score(): nothing of an earlier iteration survives
         self.draft()
         self.score()
         if self.verify():
@@ -192,12 +204,58 @@ class SIRun:
 
     def state(self) -> Hashable:
         """Everything the rest of the run depends on (the exact engine's merge points, taken at
-        the start of each iteration); a variant with more state extends it."""
-        return self.rec.state(self.tokens)
+        the start of each iteration): the clock, trace, counters and tokens of `Recorder.state`,
+        and `own_state`, which reads what a subclass keeps on ``self``. A subclass need not
+        extend it (it may, to add state kept elsewhere)."""
+        return (self.rec.state(self.tokens), self.own_state())
+
+    def own_state(self) -> Hashable:
+        """The part of `state` that is not the recorder's: ``done`` and a `fingerprint` of every
+        instance attribute `SIRun` does not account for (whatever a subclass added), or a
+        `NoMerge` (no merging at this point) when one of them is not plain data.
+
+        Accounted for: the recorder and the tokens (`Recorder.state`; ``stats`` while it is the
+        recorder's dict); the parts the run is built on (models, ``rng``, readers, config, rule,
+        prompt, ``n``...) while they are the very objects they were when `run` started (a
+        rebound one is read as data; the rule's own attributes, if any, always are); and the
+        per-iteration scratch (``start``, ``context``, ``drafts``, ``draft_rows``,
+        ``target_rows``), dead at the start of an iteration because `iterate` resets it before
+        any step runs, which holds only while ``iterate`` and ``run`` are `SIRun`'s: a subclass
+        that overrides either has its scratch read too.
+        """
+        cls = type(self)
+        skip = _SKIP.get(cls)
+        if skip is None:
+            skip = _SKIP[cls] = _ACCOUNTED | (_SCRATCH if not overridden(cls, SIRun, ("iterate",
+                                                                                   "run"))
+                                              else frozenset())
+        if type(self.rec) is not Recorder or self.rec.latency is not self.cfg.latency:
+            return NoMerge()  # a recorder of its own: its state is not Recorder.state's
+        changed = self._fixed.changed(self)
+        if changed:
+            skip = skip - changed  # rebound: read as data (a model is not: no merging)
+        if self.stats is not self.rec.stats:
+            skip = skip - {"stats"}
+        rule = self.rule
+        rule_state = (attribute_state(rule, frozenset(), {})
+                      if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())
+        extra = (attribute_state(self, skip, self._known(changed))
+                 if not skip.issuperset(vars(self)) or slot_names(cls) else ())
+        return (self.done, rule_state, extra)
+
+    def _known(self, changed: frozenset[str]) -> dict[int, str]:
+        """The objects outside ``self``'s own data that a subclass attribute may refer to
+        (the parts of the run that are still what they were, its own containers)."""
+        known = self._fixed.known(changed)
+        known.update({id(self): "self", id(self.tokens): "tokens", id(self.rec): "rec",
+                      id(self.rec.stats): "stats", id(self.rec.trace): "trace",
+                      id(self.rec.first): "first"})
+        return known
 
     def run(self) -> Run:
         """Iterate until ``N`` tokens are committed or EOS is."""
         hint = merge_hint(self.rng)
+        self._fixed = FixedParts(self, _FIXED)  # what the run is built on, before it starts
         while len(self.tokens) < self.n and not self.done:
             if hint:
                 hint(self.state(), entry=self.stats["iterations"] == 0,
@@ -233,6 +291,17 @@ class SIRun:
     def result(self) -> Run:
         """The finished `Run`: tokens, the time of the last event, the trace, the counters."""
         return Run(tuple(self.tokens), self.rec.time, tuple(self.rec.trace), self.counters())
+
+
+#: The parts an `SIRun` is built on (`SIRun.own_state`).
+_FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule", "lookahead",
+          "stat_names", "readers")
+#: What `SIRun.state` accounts for besides the fixed parts.
+_ACCOUNTED = frozenset(_FIXED) | {"rec", "tokens", "stats", "done", "_fixed"}
+#: The per-iteration scratch that `SIRun.iterate` resets before any step.
+_SCRATCH = frozenset({"start", "context", "drafts", "draft_rows", "target_rows"})
+#: Per class, the attribute names `SIRun.own_state` need not read.
+_SKIP: dict[type, frozenset[str]] = {}
 
 
 def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],

@@ -1,0 +1,317 @@
+"""Automatic, sound merge points for decoders written on the step API (issue #13, item 5).
+
+A subclass of `SIRun` or `DSIRun` writes no ``merge_point``: the run offers the engine its state
+at every iteration, and that state now includes a fingerprint of whatever the subclass keeps on
+``self``. These tests check that the merged law is the law (``merge=False`` enumerates plainly),
+that a lossy subclass whose bug hides in its own attributes is judged LOSSY, that a correct one
+still merges, and that what cannot be read as data turns merging off instead of being guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from enum import Enum
+from fractions import Fraction
+from typing import Any, cast
+
+import pytest
+
+import dsi_ref as dr
+from dsi_ref.base.models import Number
+from dsi_ref.decoders.common import NoMerge, fingerprint
+from dsi_ref.decoders.dsi import DraftForward, DSIConfig, DSIRun, Task
+from dsi_ref.decoders.speculative import SIRun, SpeculativeConfig
+from dsi_ref.decoders.verification import RejectionSampling
+
+F = Fraction
+T = dr.TableLM.random(3, 1, seed=1, name="target")
+D = dr.TableLM.random(3, 1, seed=2, name="drafter")
+
+
+# -- SIRun subclasses ----------------------------------------------------------------------------
+
+
+class _ZeroCounting(SIRun):
+    """LOSSY: once the drafter has proposed token 0 twice (a count kept on ``self``, which the
+    recorder's state does not show: rejected drafts leave no token in the trace), the next bonus
+    token is drawn from the drafter."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.zero_drafts = 0
+
+    def draft(self) -> None:
+        super().draft()
+        self.zero_drafts += self.drafts.count(0)
+
+    def bonus(self) -> None:
+        if self.zero_drafts == 2:  # BUG
+            self.commit(self.model_rows("drafter", self.context, 1)[0])
+        else:
+            super().bonus()
+
+
+class _RecorderStateOnly(_ZeroCounting):
+    """The same bug, offering the state `SIRun` offered before it read subclass attributes."""
+
+    def state(self) -> Hashable:
+        return self.rec.state(self.tokens)
+
+
+class _Tally(Enum):
+    LOW = 1
+    HIGH = 2
+
+
+@dataclass
+class _Log:
+    accepted: list[int]
+    last: Fraction | None = None
+
+
+class _KeepsNotes(SIRun):
+    """Correct (its own verifier, rejection sampling), with harmless state of its own: a tally,
+    a dataclass log of accepted drafts and an enum."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.log = _Log([])
+        self.tally = _Tally.LOW
+
+    def verify(self) -> bool:
+        for j in range(len(self.drafts)):
+            decision = self.commit(self.target_rows[j], j)
+            if not decision.accepted or self.done:
+                return False
+            self.log.accepted.append(decision.token)
+            self.log.last = F(self.target_rows[j][decision.token])
+        self.tally = _Tally.HIGH if len(self.log.accepted) > 1 else _Tally.LOW
+        return True
+
+
+class _Opaque:
+    """An arbitrary object: its state cannot be read as data."""
+
+
+class _HoldsAnObject(SIRun):
+    """Correct; from the second iteration on it holds an arbitrary object, so it offers no merge
+    point there."""
+
+    def iterate(self) -> None:
+        super().iterate()
+        self.helper = _Opaque()
+
+
+def _si(cls: type[SIRun], n: int, lookahead: int = 2,
+        calls: list[int] | None = None) -> Callable[[Any], tuple[int, ...]]:
+    def program(rng: Any) -> tuple[int, ...]:
+        if calls is not None:
+            calls[0] += 1
+        return cls(T, D, (), n, rng, SpeculativeConfig(lookahead)).run().tokens
+    return program
+
+
+def _law_and_runs(program_of: Callable[[list[int]], Callable[[Any], Any]], merge: bool
+                  ) -> tuple[dict[Any, Fraction], int]:
+    calls = [0]
+    law = dr.exact_distribution(program_of(calls), merge=merge)
+    return law, calls[0]
+
+
+def test_a_bug_that_depends_on_a_subclass_counter_is_judged_lossy_with_merging_on() -> None:
+    merged, runs = _law_and_runs(lambda c: _si(_ZeroCounting, 3, calls=c), merge=True)
+    plain, plain_runs = _law_and_runs(lambda c: _si(_ZeroCounting, 3, calls=c), merge=False)
+    assert merged == plain  # merging is sound: the law of plain enumeration
+    assert runs < plain_runs  # and it still merges (paths with equal counts)
+    report = dr.check_lossless(_si(_ZeroCounting, 3), T, (), 3)
+    assert not report and report.tv_distance > 0
+    with pytest.raises(AssertionError):
+        dr.assert_lossless(_si(_ZeroCounting, 3), T, (), 3)
+
+
+def test_without_the_subclass_attributes_in_the_state_the_merge_is_wrong() -> None:
+    # the teeth of the test above: the recorder's state alone merges paths whose counts differ
+    merged = dr.exact_distribution(_si(_RecorderStateOnly, 3))
+    assert merged != dr.exact_distribution(_si(_RecorderStateOnly, 3), merge=False)
+
+
+def test_a_correct_subclass_with_state_of_its_own_is_lossless_and_merges() -> None:
+    merged, runs = _law_and_runs(lambda c: _si(_KeepsNotes, 4, calls=c), merge=True)
+    plain, plain_runs = _law_and_runs(lambda c: _si(_KeepsNotes, 4, calls=c), merge=False)
+    assert merged == plain == dr.target_distribution(T, (), 4)
+    assert runs < plain_runs
+    dr.assert_lossless(_si(_KeepsNotes, 4), T, (), 4)
+
+
+def test_an_attribute_that_is_not_data_turns_merging_off_at_that_point() -> None:
+    merged, runs = _law_and_runs(lambda c: _si(_HoldsAnObject, 4, calls=c), merge=True)
+    plain, plain_runs = _law_and_runs(lambda c: _si(_HoldsAnObject, 4, calls=c), merge=False)
+    assert merged == plain == dr.target_distribution(T, (), 4)
+    # only the first iteration (before the object exists) can merge, and it is the entry
+    _, library_runs = _law_and_runs(lambda c: _si(SIRun, 4, calls=c), merge=True)
+    assert library_runs < runs <= plain_runs
+
+
+def _fresh(cls: type[SIRun] = SIRun) -> SIRun:
+    return cls(T, D, (), 4, dr.Sampler(0), SpeculativeConfig(2))
+
+
+def test_the_library_run_offers_the_recorder_state_and_an_empty_own_part() -> None:
+    run = _fresh()
+    assert run.state() == (run.rec.state(run.tokens), (False, (), ()))
+
+
+def test_the_per_iteration_scratch_is_read_only_when_iterate_is_overridden() -> None:
+    class OwnLoop(SIRun):
+        def iterate(self) -> None:
+            super().iterate()
+
+    for cls, read in ((SIRun, False), (OwnLoop, True)):
+        a, b = _fresh(cls), _fresh(cls)
+        a.drafts, b.drafts = [0], [1]
+        assert (a.state() != b.state()) is read, cls.__name__
+
+
+def test_a_rebound_part_is_read_as_data_and_a_rebound_model_stops_merging() -> None:
+    a, b = _fresh(), _fresh()
+    b.lookahead = 1  # plain data: read
+    assert a.state() != b.state() and b.state() == b.state()
+    b.drafter = T  # the run's own target: named as such
+    assert b.state() == b.state() and b.state() != a.state()
+    b.drafter = dr.TableLM.random(3, 1, seed=5)  # a table model: a dataclass of plain data
+    assert b.state() == b.state()
+    b.drafter = dr.FunctionLM(3, lambda prefix: (F(1, 3),) * 3)  # code: not data
+    own = cast(tuple[object, ...], b.state())[1]
+    assert isinstance(cast(tuple[object, ...], own)[2], NoMerge) and b.state() != b.state()
+    c = _fresh()
+    c.readers["drafter"] = c.readers["target"]  # a swapped reader, in the same dict
+    assert c.state() != c.state()
+
+
+def test_a_subclass_attribute_that_refers_to_a_run_part_is_named_not_read() -> None:
+    class Aliases(SIRun):
+        pass
+
+    a, b = _fresh(Aliases), _fresh(Aliases)
+    a.model, b.model = a.target, b.drafter  # type: ignore[attr-defined]
+    a.mine, b.mine = a.tokens, list(b.tokens)  # type: ignore[attr-defined]  # the run's token list itself vs a copy
+    assert a.state() == a.state() and b.state() == b.state() and a.state() != b.state()
+
+
+def test_a_stateful_rule_has_its_attributes_read() -> None:
+    class CountingRule(RejectionSampling):
+        def __init__(self) -> None:
+            self.calls = 0
+
+    rule = CountingRule()
+    run = SIRun(T, D, (), 4, dr.Sampler(0), SpeculativeConfig(2, verify=rule))
+    before = run.state()
+    rule.calls += 1
+    assert run.state() != before
+
+
+# -- the fingerprint -----------------------------------------------------------------------------
+
+
+def test_fingerprints_tell_apart_what_code_can_tell_apart() -> None:
+    same = [(1, 1), ([1], [1]), ({"a": (1, F(1, 2))}, {"a": (1, F(1, 2))}), (_Tally.LOW,
+            _Tally.LOW), (_Log([1]), _Log([1])), (frozenset({1}), frozenset({1}))]
+    for x, y in same:
+        assert fingerprint(x) == fingerprint(y), (x, y)
+        hash(fingerprint(x))
+    different = [(1, True), (1, 1.0), (1, F(1)), (0.0, -0.0), ((1,), [1]), ({1: 2, 3: 4},
+                 {3: 4, 1: 2}), (_Tally.LOW, 1), (_Log([1]), _Log([1], F(0))), ("1", 1),
+                 ((1, 2), (2, 1))]
+    for x, y in different:
+        assert fingerprint(x) != fingerprint(y), (x, y)
+    shared = [0]
+    assert fingerprint([shared, shared]) != fingerprint([[0], [0]])  # one list, or two
+    cycle: list[Any] = [1]
+    cycle.append(cycle)
+    assert fingerprint(cycle) == fingerprint(cycle)
+
+
+def test_what_is_not_data_has_a_fingerprint_equal_to_nothing() -> None:
+    for value in (_Opaque(), [1, _Opaque()], {"f": print}, int, (lambda: 0)):
+        a, b = fingerprint(value), fingerprint(value)
+        assert isinstance(a, NoMerge) and a != b and a == a
+
+
+# -- DSIRun subclasses ---------------------------------------------------------------------------
+
+
+class _DSIZeroCounting(DSIRun):
+    """LOSSY: after the drafter has delivered token 0 twice (a count on ``self``), the target
+    rows are read from the drafter."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.zeros = 0
+
+    def finish_draft(self, d: DraftForward) -> None:
+        position = len(self.committed) + len(self.drafts)
+        super().finish_draft(d)
+        self.zeros += self.spec()[position:position + 1] == (0,)
+
+    def target_rows(self, task: Task) -> dict[int, tuple[Number, ...]]:
+        rows = super().target_rows(task)
+        if self.zeros >= 2:  # BUG
+            return {pos: D.probs(self.prompt + task.context[:pos]) for pos in rows}
+        return rows
+
+
+class _DSILibraryStateOnly(_DSIZeroCounting):
+    def state(self) -> tuple[object, ...]:
+        return super().state()[:-1]  # without the subclass's own part
+
+
+class _DSICounted(DSIRun):
+    """Correct, with a counter of its own."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.finished = 0
+
+    def finish_task(self, task: Task) -> None:
+        self.finished += 1
+        super().finish_task(task)
+
+
+def _dsi(cls: type[DSIRun], n: int, record: bool,
+         calls: list[int] | None = None) -> Callable[[Any], tuple[int, ...]]:
+    def program(rng: Any) -> tuple[int, ...]:
+        if calls is not None:
+            calls[0] += 1
+        return cls(T, D, (), n, rng, DSIConfig(2, 2, record=record)).run().tokens
+    return program
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_dsi_subclass_counter_is_in_the_state(record: bool) -> None:
+    merged, runs = _law_and_runs(lambda c: _dsi(_DSIZeroCounting, 3, record, c), merge=True)
+    plain, plain_runs = _law_and_runs(lambda c: _dsi(_DSIZeroCounting, 3, record, c),
+                                      merge=False)
+    assert merged == plain and runs < plain_runs
+    assert not dr.check_lossless(_dsi(_DSIZeroCounting, 3, record), T, (), 3)
+    assert dr.exact_distribution(_dsi(_DSILibraryStateOnly, 3, record)) != plain
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_correct_dsi_subclass_with_a_counter_is_lossless_and_merges(record: bool) -> None:
+    merged, runs = _law_and_runs(lambda c: _dsi(_DSICounted, 3, record, c), merge=True)
+    plain, plain_runs = _law_and_runs(lambda c: _dsi(_DSICounted, 3, record, c), merge=False)
+    assert merged == plain == dr.target_distribution(T, (), 3)
+    assert runs < plain_runs
+
+
+def test_a_lean_dsi_subclass_keeps_the_history_a_lean_dsi_run_drops() -> None:
+    class Same(DSIRun):
+        def dispatch(self) -> None:
+            super().dispatch()
+
+    config = DSIConfig(2, 2, record=False)
+    for cls, kept in ((DSIRun, False), (Same, True)):
+        a, b = (cls(T, D, (), 3, dr.Sampler(0), config) for _ in range(2))
+        b.stats["drafts"] = 5  # the history differs, the future fields do not
+        assert (a.state() != b.state()) is kept, cls.__name__
