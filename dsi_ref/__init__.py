@@ -22,8 +22,8 @@ from .base.models import FunctionLM, LanguageModel, TableLM
 from .base.randomness import Randomness, Sampler, keyed_uniform, merge_point
 from .base.result import Event, Run
 from .decoders.autoregressive import autoregressive
-from .decoders.dsi import DSIConfig, dsi
-from .decoders.speculative import SpeculativeConfig, speculative
+from .decoders.dsi import DSIConfig, DSIRun, dsi
+from .decoders.speculative import SIRun, SpeculativeConfig, speculative
 from .decoders.verification import VERIFY_RULES, Decision
 from .sim import Contention, expected_latency, simulate_latency
 
@@ -34,6 +34,7 @@ __all__ = [
     "Alternative",
     "Contention",
     "DSIConfig",
+    "DSIRun",
     "Decision",
     "Event",
     "FunctionLM",
@@ -48,6 +49,7 @@ __all__ = [
     "PathLimitError",
     "Randomness",
     "Run",
+    "SIRun",
     "Sampler",
     "ScheduleDependenceError",
     "SpeculativeConfig",

@@ -27,6 +27,8 @@ PUBLIC_NAMES = (
     "exact_expectation", "expected_latency", "keyed_uniform", "simulate_latency", "speculative",
     "statistical_audit", "target_distribution", "total_variation",
     "NondeterministicProgramError",  # issue 13: randomness drawn outside rng
+    "merge_point",  # issue 13, item 5: the hint of a free-form decoder
+    "SIRun", "DSIRun",  # issue 13, item 5: decoders on the step API merge by themselves
 )
 
 #: Modules users import by their dotted path (documented as public).
@@ -72,6 +74,12 @@ def test_pytest_entry_point_and_console_script_are_declared() -> None:
     assert plugins.get("dsi_ref") == "dsi_ref.pytest_plugin"
     scripts = {ep.name: ep.value for ep in entry_points(group="console_scripts")}
     assert scripts.get("dsi-ref") == "dsi_ref.cli:main"
+
+
+def test_the_step_api_is_the_library_s_own_run_classes() -> None:
+    from dsi_ref.decoders.dsi import DSIRun
+    from dsi_ref.decoders.speculative import SIRun
+    assert dr.SIRun is SIRun and dr.DSIRun is DSIRun
 
 
 def test_the_readme_example_still_runs_on_the_public_names() -> None:
