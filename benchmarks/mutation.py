@@ -44,10 +44,11 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_float_models.py", "tests/test_lossless_registry.py",
         "tests/test_dsi_determinism.py")),
     "speculative": ("dsi_ref/decoders/speculative.py", (
-        "tests/test_core_speculative.py", "tests/test_si_run.py", "tests/test_zoo_mutants.py",
+        "tests/test_auto_state.py", "tests/test_core_speculative.py", "tests/test_si_run.py",
+        "tests/test_zoo_mutants.py",
         "tests/test_float_models.py", "tests/test_lossless_registry.py")),
     "dsi": ("dsi_ref/decoders/dsi.py", (
-        "tests/test_dsi_determinism.py", "tests/test_dsi_schedules.py",
+        "tests/test_auto_state.py", "tests/test_dsi_determinism.py", "tests/test_dsi_schedules.py",
         "tests/test_schedulers_classes.py", "tests/test_zoo_mutants.py",
         "tests/test_lossless_registry.py")),
     "exact": ("dsi_ref/audit/exact.py", (
@@ -81,6 +82,9 @@ def prepare(module: str, workdir: Path) -> None:
                              capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(workdir, filter="data")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    (workdir / "COMMIT").write_text(commit + "\n")
     config = (f"\n[tool.mutmut]\nsource_paths = [\"dsi_ref\"]\n"
               f"only_mutate = {_toml_list([path])}\n"
               f"pytest_add_cli_args = {_toml_list(PYTEST_ARGS)}\n"
@@ -125,8 +129,7 @@ def run_module(module: str, workdir: Path, max_children: int) -> dict[str, objec
     decided = killed + counts.get("survived", 0)
     survivors = {name: _mutmut(workdir, "show", name).stdout
                  for name, status in statuses.items() if status not in ("killed", "timeout")}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.strip()
+    commit = (workdir / "COMMIT").read_text().strip()
     summary: dict[str, object] = {
         "module": MODULES[module][0], "commit": commit, "tests": list(MODULES[module][1]),
         "pytest_args": list(PYTEST_ARGS), "mutants": len(statuses), "counts": counts,
