@@ -186,6 +186,13 @@ def test_equal_laws() -> None:
     assert str(got) == "lossless: output law == target law over 2 sequences"
 
 
+@pytest.mark.parametrize("tolerance", [-1, F(-1, 10), float("nan"), "0"])
+def test_compare_laws_refuses_a_bad_float_tolerance(tolerance: Any) -> None:
+    """As `check_lossless` does: a negative tolerance would call identical laws lossy."""
+    with pytest.raises(InvalidParameterError, match=r"^float_tolerance must "):
+        compare_laws(QUARTER, dict(QUARTER), float_tolerance=tolerance)
+
+
 def test_empty_laws() -> None:
     got = compare_laws({}, {})
     assert got == report({}, {}, equal=True, tv_distance=F(0), worst_sequence=None,

@@ -188,7 +188,11 @@ def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None,
 
     ``float_tolerance`` (default 0: an exact comparison) is the TV distance accepted as float
     noise, provided the decoder puts no mass outside the target's support.
+
+    Raises:
+        InvalidParameterError: ``float_tolerance`` is negative or not a finite number.
     """
+    check_number("float_tolerance", float_tolerance, low=0)
     support = set(decoder_law) | set(target_law)
     zero = Fraction(0)
     tolerance = Fraction(float_tolerance)
