@@ -56,8 +56,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_float_models.py", "tests/test_zoo_mutants.py",
         "tests/test_lossless_registry.py", "tests/test_dsi_schedules.py")),
     "laws": ("dsi_ref/audit/laws.py", (
-        "tests/test_laws_mutants.py", "tests/test_float_models.py", "tests/test_core_speculative.py",
-        "tests/test_zoo_mutants.py", "tests/test_lossless_registry.py")),
+        "tests/test_laws_mutants.py", "tests/test_float_models.py",
+        "tests/test_core_speculative.py", "tests/test_zoo_mutants.py",
+        "tests/test_lossless_registry.py")),
     "statistical": ("dsi_ref/audit/statistical.py", (
         "tests/test_statistical_audit.py", "tests/test_core_sampler_statistics.py",
         "tests/test_hidden_randomness.py")),
