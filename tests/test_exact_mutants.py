@@ -75,7 +75,8 @@ def test_total_variation_is_half_the_l1_distance_exactly() -> None:
     assert ex.total_variation({1: F(1, 4), 2: F(3, 4)}, {1: F(1, 3), 2: F(2, 3)}) == F(1, 12)
     same = ex.total_variation(half, dict(half))
     assert same == 0 and type(same) is F
-    assert ex.total_variation({}, {}) == 0
+    empty = ex.total_variation({}, {})
+    assert empty == 0 and type(empty) is F
 
 
 @pytest.mark.parametrize("side", ["p", "q"])
@@ -1035,6 +1036,26 @@ def test_a_draw_the_diagnosis_cannot_find_is_still_named() -> None:
         ex.exact_distribution(program)
     assert caught.value.source == PYTHON and caught.value.path == ()
     assert caught.value.__cause__ is None
+
+
+@pytest.mark.usefixtures("global_states")
+def test_the_diagnosis_is_guarded_too() -> None:
+    """The first exploration draws from Python's global generator; the diagnostic one calls
+    os.urandom instead: the guard of the diagnosis names it."""
+    calls: list[int] = []
+
+    def program(rng: Randomness) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            random.random()
+        else:
+            os.urandom(1)
+        return 0
+    with raises_exactly(NondeterministicProgramError,
+                        "the program drew randomness outside rng: it called os.urandom, before "
+                        f"its first choice{OUTSIDE_TAIL}") as caught:
+        ex.exact_distribution(program)
+    assert caught.value.source == "os.urandom" and len(calls) == 2
 
 
 @pytest.mark.usefixtures("global_states")
