@@ -200,6 +200,17 @@ def test_exact_row_reads_every_kind_of_weight_exactly() -> None:
     assert ex.exact_row([F(1, 2), 0.5]) == ([F(1, 2), F(1, 2)], True)
     assert ex.exact_row([1 / 3, 1 / 3, 1 / 3]) == ([F(1, 3)] * 3, True)  # over their exact sum
     assert ex.exact_probabilities([0.25, 0.75]) == [F(1, 4), F(3, 4)]
+
+
+def test_a_row_of_fractions_is_read_exactly_however_large_or_small() -> None:
+    """Not checked again as floats: their float sum would overflow, or be 0."""
+    huge, tiny = F(10**400), F(1, 10**400)
+    assert ex.exact_row([huge, 3 * huge]) == ([F(1, 4), F(3, 4)], False)
+    assert ex.exact_row([F(0), huge]) == ([F(0), F(1)], False)
+    assert ex.exact_row([F(1, 2), huge]) == ([F(1, 2) / (huge + F(1, 2)), huge / (huge + F(1, 2))],
+                                             False)
+    assert ex.exact_row([tiny, tiny]) == ([F(1, 2), F(1, 2)], False)
+    assert ex.exact_row([tiny, 3 * tiny]) == ([F(1, 4), F(3, 4)], False)
     assert ex.exact_probabilities((F(1), 3)) == [F(1, 4), F(3, 4)]
 
 
@@ -584,6 +595,13 @@ def test_the_hint_defaults_are_no_entry_and_no_committed() -> None:
     assert ex.exact_distribution(program) == BINOMIAL
     assert (len(calls), len(tail)) == (7, 6)
 
+    def repeat(rng: Any) -> tuple[int, int]:
+        key = ("role", 0, ())
+        a = rng.categorical([1, 1], key=key)
+        rng.merge_point("after")
+        return a, rng.categorical([1, 1], key=key)
+    assert ex.exact_distribution(repeat) == {(0, 0): F(1, 2), (1, 1): F(1, 2)}
+
 
 # ---------------------------------------------------------------------------------------------
 # _dead
@@ -806,17 +824,32 @@ def test_each_guarded_source_is_named_with_the_path(source: str,
         a = rng.categorical([1, 1], key="a")
         merge_point(rng, a, entry=True)
         b = rng.bernoulli(F(1, 3), key="b")
+        again = rng.categorical([1, 1, 1, 1], key="a")  # u in [1/2, 1): 2 or 3
         if a == 1:
             draw()
-        return a + b
+        return a + b + again
     with raises_exactly(NondeterministicProgramError,
                         f"the program drew randomness outside rng: it called {source}, after "
                         "the choices [1. categorical 'a' -> 1 (p=1/2); 2. bernoulli 'b' -> True "
-                        f"(p=1/3)]{OUTSIDE_TAIL}") as caught:
+                        f"(p=1/3); 3. categorical 'a' -> 2 (p=1/2)]{OUTSIDE_TAIL}") as caught:
         ex.exact_distribution(program)
     assert caught.value.source == source
     assert caught.value.path == (ex.WitnessStep("categorical", "a", "1", F(1, 2)),
-                                 ex.WitnessStep("bernoulli", "b", "True", F(1, 3)))
+                                 ex.WitnessStep("bernoulli", "b", "True", F(1, 3)),
+                                 ex.WitnessStep("categorical", "a", "2", F(1, 2)))
+
+
+def test_keys_are_named_on_the_path_even_when_not_honoured() -> None:
+    def program(rng: Randomness) -> int:
+        a = rng.categorical([1, 1], key="a")
+        b = rng.bernoulli(F(1, 3), key="b")
+        os.urandom(1)
+        return a + b
+    with raises_exactly(NondeterministicProgramError,
+                        "the program drew randomness outside rng: it called os.urandom, after "
+                        "the choices [1. categorical 'a' -> 0 (p=1/2); 2. bernoulli 'b' -> True "
+                        f"(p=1/3)]{OUTSIDE_TAIL}"):
+        ex.exact_distribution(program, keyed=False)
 
 
 def test_an_outside_call_before_any_choice() -> None:
