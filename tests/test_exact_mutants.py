@@ -354,6 +354,17 @@ def test_a_tuple_row_drawn_again_gives_the_same_law_as_a_list() -> None:
                                               rng.categorical(list(row)))) == expected
 
 
+def test_a_list_row_is_read_afresh_at_every_draw() -> None:
+    """The same list, changed between two draws of one run: the second draw reads the change
+    (only tuples, which cannot change, are remembered by identity)."""
+    def program(rng: Randomness) -> tuple[int, int]:
+        row = [F(1), F(1)]
+        a = rng.categorical(row)
+        row[0] = F(0)
+        return a, rng.categorical(row)
+    assert ex.exact_distribution(program) == {(0, 1): F(1, 2), (1, 1): F(1, 2)}
+
+
 def test_outcomes_are_converted_and_merged_across_paths() -> None:
     def program(rng: Randomness) -> Any:
         return [rng.categorical([1, 1]) + rng.categorical([1, 1])]
