@@ -38,6 +38,13 @@ from dsi_ref.base.randomness import Randomness, merge_point
 Program = Callable[[Any], Any]
 
 
+@pytest.fixture(autouse=True)
+def fresh_guard_wrappers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test makes the guard's wrappers afresh (they are cached per process), so that the
+    code making them runs under every test, whatever ran before in the process."""
+    monkeypatch.setattr(ex._Guard, "_wrappers", {})
+
+
 def counted(program: Program) -> tuple[Program, list[int]]:
     """``program`` and a list that grows by one per call (how many runs the engine made)."""
     calls: list[int] = []
@@ -932,6 +939,27 @@ def test_a_failed_install_restores_what_it_patched(monkeypatch: pytest.MonkeyPat
     assert ex.exact_distribution(lambda rng: rng.categorical([1, 1])) == {0: F(1, 2), 1: F(1, 2)}
     with pytest.raises(NondeterministicProgramError):  # the guard still installs
         ex.exact_distribution(lambda rng: os.urandom(1))
+
+
+class _Base:
+    def draw(self) -> int:
+        return 4
+
+
+class _Sub(_Base):
+    """Inherits ``draw``: the guard covers it on the subclass and uncovers it afterwards."""
+
+
+def test_an_inherited_entry_point_is_uncovered_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    targets = ex._targets()
+    monkeypatch.setattr(ex, "_targets", lambda: (*targets, (_Sub, "draw", "_Sub.draw", None)))
+    with raises_exactly(NondeterministicProgramError,
+                        "the program drew randomness outside rng: it called _Sub.draw, before "
+                        f"its first choice{OUTSIDE_TAIL}"):
+        ex.exact_distribution(lambda rng: _Sub().draw())
+    assert "draw" not in vars(_Sub) and _Sub.draw is _Base.draw
+    assert ex.exact_distribution(lambda rng: _Base().draw()) == {4: F(1)}  # not guarded
+    assert "draw" not in vars(_Sub)
 
 
 def test_nested_audits_guard_until_the_outer_one_ends_and_blame_the_inner_one() -> None:
