@@ -347,6 +347,7 @@ def test_chi2_power_branches() -> None:
     assert _chi2_power(0, 1.0, 3.0) == 0.0
     assert _chi2_power(-1, 0.0, 3.0) == 0.0
     assert _close(_chi2_power(2, 0.0, 3.0), float(stats.chi2.sf(3.0, 2)))
+    assert _close(_chi2_power(1, 0.0, 3.0), float(stats.chi2.sf(3.0, 1)))
     assert _close(_chi2_power(2, -1.0, 3.0), float(stats.chi2.sf(3.0, 2)))
     assert _close(_chi2_power(1, 1e-3, 3.0), float(stats.ncx2.sf(3.0, 1, 1e-3)))
     assert _close(_chi2_power(2, 4.0, 3.0), float(stats.ncx2.sf(3.0, 2, 4.0)))
@@ -362,8 +363,9 @@ def test_power_against_a_law_inside_the_support() -> None:
 
 
 def test_power_against_a_law_whose_outcomes_share_a_pool() -> None:
-    # cells (a,), (b,), (c,), (e, f, d) at n = 40; the alternative moves d's and e's mass to f
-    alt = Alternative.of_law({"a": 0.5, "b": 0.25, "c": 0.0625, "f": 0.1875})
+    # cells (a,), (b,), (c,), (e, f, d) at n = 40; the alternative moves half of c's mass into
+    # the pool, where d and f add up
+    alt = Alternative.of_law({"a": 0.5, "b": 0.25, "c": 0.0625, "d": 0.0625, "f": 0.125})
     crit = _crit_ref(3, 0.01)
     lam = 40 * ((0.0625 - 0.125) ** 2 / 0.125 + (0.1875 - 0.125) ** 2 / 0.125)
     expected = float(stats.ncx2.sf(crit, 3, lam))
@@ -510,7 +512,10 @@ def test_required_samples_is_the_smallest_n_below_400(eps: float, power: float,
     assert required_samples(POINT, Alternative.tv(eps), power=power) == needed
 
 
-@pytest.mark.parametrize(("eps", "power"), [(0.005, 0.99), (0.001, 0.999), (0.0003, 0.9)])
+@pytest.mark.parametrize(("eps", "power"), [
+    (0.005, 0.99), (0.001, 0.999), (0.0003, 0.9),
+    (1 - 0.01 ** (1 / 398.5), 0.99),  # needs 399: the search stops at a gap of 2 = 400 // 200
+])
 def test_required_samples_above_400_has_half_a_percent_resolution(eps: float,
                                                                   power: float) -> None:
     expected = _bisect_reference(lambda n: _point_power(eps, n) >= power, 10**9)
@@ -709,10 +714,10 @@ def test_audit_counts_keeps_a_statistic_below_the_threshold() -> None:
 
 def test_audit_counts_impossible_outcomes_reject_and_are_listed_most_frequent_first() -> None:
     law = {"a": F(1, 2), "b": F(1, 2), "w": F(0)}
-    counts: dict[Hashable, int] = {"a": 10, "b": 6, "y": 1, "w": 3, "x": 0}
+    counts: dict[Hashable, int] = {"a": 10, "b": 6, "w": 1, "y": 3, "x": 0}
     r = audit_counts(counts, law, alternative=Alternative.tv(0.5), on_underpowered="report")
     assert r.verdict == "lossy"
-    assert r.impossible == (("w", 3), ("y", 1))
+    assert r.impossible == (("y", 3), ("w", 1))  # by count, not by outcome
     assert (r.statistic, r.p_value, r.asymptotic_p_value) == (math.inf, 0.0, 0.0)
     assert r.outcomes == 2
     # 20 draws: |10/20 - 1/2| + |6/20 - 1/2| + 3/20 + 1/20
@@ -797,6 +802,26 @@ def test_audit_counts_passes_min_expected_to_the_pooling_and_the_needed_size() -
                            Residual("pool of 5 ('e', 'f', ...)", 20, 20.0, 0.0))
     assert r.needed_samples == required_samples(DYADIC, alt, alpha=0.01, min_expected=20)
     assert r.needed_samples != required_samples(DYADIC, alt, alpha=0.01)
+
+
+def test_audit_counts_needed_size_uses_the_required_power() -> None:
+    alt = Alternative.tv(0.3)
+    r = audit_counts({"a": 20, "b": 20}, DYADIC, alternative=alt, alpha=0.01, power=0.9,
+                     on_underpowered="report")
+    assert r.verdict == "lossy"  # b is far too frequent; still underpowered, with its size
+    assert r.needed_samples == required_samples(DYADIC, alt, alpha=0.01, power=0.9)
+    assert r.needed_samples != required_samples(DYADIC, alt, alpha=0.01, power=0.99)
+
+
+def test_audit_counts_of_one_cell_whose_probability_is_not_exactly_one() -> None:
+    # within the 1e-9 tolerance the one cell has probability 1 - 5e-10: G > 0 with df 0, and
+    # the bound is vacuous (p = 1) without dividing by df
+    law = {"a": 0.5, "b": 0.5 - 5e-10}
+    r = audit_counts({"a": 2, "b": 2}, law, alternative=Alternative.tv(0.5),
+                     on_underpowered="report", min_expected=10)
+    assert (r.cells, r.df, r.verdict) == (1, 0, "inconclusive")
+    assert r.statistic > 0
+    assert (r.p_value, r.asymptotic_p_value, r.critical_value) == (1.0, 1.0, math.inf)
 
 
 def test_audit_counts_needed_size_uses_alpha() -> None:
@@ -901,9 +926,11 @@ def test_statistical_audit_is_audit_counts_of_the_seeded_samples() -> None:
     assert dataclasses.replace(r, seconds=0.0) == audit_counts(counts, law, seed=3, **kw)
     assert len(r.residuals) == 2
     # defaults: seed 0, power 0.99, min_expected 5.0, top 5, alpha POLICY_ALPHA
-    r = statistical_audit(sample, law, 20, alternative=Alternative.tv(0.45),
+    # (40 draws: n p = 5 = min_expected, eight cells, five residuals shown)
+    r = statistical_audit(sample, law, 40, alternative=Alternative.tv(0.45),
                           on_underpowered="report")
-    counts = Counter((s % 8,) for s in sample_seeds(0, 20))
+    assert (r.cells, len(r.residuals)) == (8, 5)
+    counts = Counter((s % 8,) for s in sample_seeds(0, 40))
     assert dataclasses.replace(r, seconds=0.0) == audit_counts(
         counts, law, alternative=Alternative.tv(0.45), alpha=1e-8, power=0.99, min_expected=5.0,
         top=5, on_underpowered="report", seed=0)
@@ -972,6 +999,12 @@ def test_statistical_audit_refuses_an_underpowered_plan_before_sampling() -> Non
     assert info.value.needed_samples == needed
     for other in (dict(kw, alpha=1e-8), dict(kw, power=0.99), dict(kw, min_expected=5.0)):
         assert required_samples(DYADIC, alt, **other) != needed
+    assert calls == []
+    # the power before sampling is computed with the audit's min_expected
+    assert achieved_power(DYADIC, alt, 180, alpha=0.01, min_expected=20.0) < 0.9
+    assert achieved_power(DYADIC, alt, 180, alpha=0.01, min_expected=5.0) >= 0.9
+    with pytest.raises(UnderpoweredError):
+        statistical_audit(sample, DYADIC, 180, alternative=alt, **kw)
     assert calls == []
 
 
@@ -1086,9 +1119,18 @@ def test_rejection_rate_is_the_share_of_audit_rejections_on_the_same_draws() -> 
             rate = rejection_rate(true, ref, n, 60, np.random.default_rng(seed), alpha=alpha,
                                   min_expected=me)
             assert rate == _rate_by_audit(true, ref, n, 60, seed, alpha, me)
-    # defaults: alpha POLICY_ALPHA, min_expected 5.0; n = 40 puts d + e at exactly 5
+    # a rare impossible outcome: one draw of it rejects on its own
+    leaks = {"a": 0.5, "b": 0.25, "c": 0.125, "d": 0.0625, "e": 0.03125, "z": 0.03125}
+    rate = rejection_rate(leaks, ref, 40, 60, np.random.default_rng(4), alpha=1e-8)
+    assert rate == _rate_by_audit(leaks, ref, 40, 60, 4, 1e-8)
+    assert 0 < rate < 1
+    # defaults: alpha POLICY_ALPHA; min_expected 5.0 (n = 40 puts c at exactly 5: a cell of its
+    # own, pooled with d and e at 6, and that changes the rate)
     rate = rejection_rate(true, ref, 40, 60, np.random.default_rng(3))
     assert rate == _rate_by_audit(true, ref, 40, 60, 3, 1e-8)
+    rate = rejection_rate(true, ref, 40, 60, np.random.default_rng(3), alpha=0.2)
+    assert rate == _rate_by_audit(true, ref, 40, 60, 3, 0.2, 5.0)
+    assert rate != _rate_by_audit(true, ref, 40, 60, 3, 0.2, 6.0)
     # an outcome outside the support in every draw: always rejected; one cell: never
     leaky = {"a": 0.5, "z": 0.5}
     assert rejection_rate(leaky, ref, 40, 5, np.random.default_rng(0), alpha=0.5) == 1.0
