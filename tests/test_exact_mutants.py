@@ -902,6 +902,18 @@ def test_seeded_generators_other_threads_and_metadata_are_left_alone() -> None:
 ENTRY_POINTS = [(getattr(owner, name), name in vars(owner)) for owner, name, _, _ in ex._targets()]
 
 
+def test_seeded_calls_reach_the_entry_point_with_their_arguments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seeded ``default_rng(seed=...)`` gets its keyword through the guard, and the guard wraps
+    the entry point as it is at each audit (one replaced between two audits is the one called)."""
+    expected = int(np.random.default_rng(seed=5).integers(0, 2**62))
+    program = cast(Program, lambda rng: int(np.random.default_rng(seed=5).integers(0, 2**62)))
+    assert ex.exact_distribution(program) == {expected: F(1)}
+    monkeypatch.setattr(np.random, "default_rng", lambda seed=None: ("replaced", seed))
+    replaced = cast(Program, lambda rng: np.random.default_rng(3))
+    assert ex.exact_distribution(replaced) == {("replaced", 3): F(1)}
+
+
 def test_every_entry_point_is_restored_after_an_audit_and_after_an_error() -> None:
     targets = ex._targets()
     originals = [entry for entry, _ in ENTRY_POINTS]
