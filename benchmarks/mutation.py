@@ -34,9 +34,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "mutation-results"
-#: module key -> (the file mutated, the fast tests that cover it). Each test file runs in a few
-#: seconds to ~20 s in one process; mutmut runs, per mutant, only the tests that reach the
-#: mutated function (from its own coverage run), and stops at the first failure.
+#: module key -> (the file mutated, the fast tests that cover it): first the module's own
+#: mutant-killing file (exact expectations, whole messages, every boundary; a few seconds), then
+#: a few broader files. mutmut runs, per mutant, only the tests that reach the mutated function
+#: (from its own coverage run), and stops at the first failure.
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "verification": ("dsi_ref/decoders/verification.py", (
         "tests/test_verification_mutants.py", "tests/test_core_speculative.py",
@@ -44,24 +45,18 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_float_models.py", "tests/test_lossless_registry.py",
         "tests/test_dsi_determinism.py")),
     "speculative": ("dsi_ref/decoders/speculative.py", (
-        "tests/test_auto_state.py", "tests/test_core_speculative.py", "tests/test_si_run.py",
-        "tests/test_zoo_mutants.py",
-        "tests/test_float_models.py", "tests/test_lossless_registry.py")),
+        "tests/test_auto_state.py", "tests/test_si_run.py", "tests/test_core_speculative.py",
+        "tests/test_verification_mutants.py")),
     "dsi": ("dsi_ref/decoders/dsi.py", (
-        "tests/test_auto_state.py", "tests/test_dsi_determinism.py", "tests/test_dsi_schedules.py",
-        "tests/test_schedulers_classes.py", "tests/test_zoo_mutants.py",
-        "tests/test_lossless_registry.py")),
+        "tests/test_auto_state.py", "tests/test_dsi_determinism.py",
+        "tests/test_schedulers_classes.py", "tests/test_dsi_schedules.py")),
     "exact": ("dsi_ref/audit/exact.py", (
-        "tests/test_core_speculative.py", "tests/test_hidden_randomness.py",
-        "tests/test_float_models.py", "tests/test_zoo_mutants.py",
-        "tests/test_lossless_registry.py", "tests/test_dsi_schedules.py")),
+        "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py",
+        "tests/test_core_speculative.py")),
     "laws": ("dsi_ref/audit/laws.py", (
-        "tests/test_laws_mutants.py", "tests/test_float_models.py",
-        "tests/test_core_speculative.py", "tests/test_zoo_mutants.py",
-        "tests/test_lossless_registry.py")),
+        "tests/test_laws_mutants.py", "tests/test_float_models.py")),
     "statistical": ("dsi_ref/audit/statistical.py", (
-        "tests/test_statistical_audit.py", "tests/test_core_sampler_statistics.py",
-        "tests/test_hidden_randomness.py")),
+        "tests/test_statistical_mutants.py", "tests/test_statistical_audit.py")),
 }
 #: Arguments of every pytest run inside mutmut: one process (pyproject's addopts spread the run
 #: over xdist workers), stop at the first failure, no cache written.
