@@ -29,14 +29,22 @@ _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|desel
 _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
-def one_run(seed: int, extra: list[str]) -> dict[str, object]:
-    """Run the default suite once with ``--hypothesis-seed=seed``; its counts and failures."""
+def one_run(seed: int, extra: list[str], timeout: float) -> dict[str, object]:
+    """Run the default suite once with ``--hypothesis-seed=seed``; its counts and failures (a
+    run past ``timeout`` seconds is killed and counts as failed: a hang is a flake too)."""
     env = dict(os.environ, HYPOTHESIS_PROFILE="dev")
     env.pop("CI", None)  # CI selects the derandomised profile
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                f"--hypothesis-seed={seed}", *extra]
     start = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, env=env, text=True, capture_output=True)
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=env, text=True, capture_output=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else ""
+        return {"seed": seed, "exit": "timeout", "seconds": round(timeout, 1), "counts": {},
+                "failures": [f"the run passed its {timeout:g} s limit"],
+                "summary": out.strip().splitlines()[-1] if out.strip() else ""}
     seconds = time.monotonic() - start
     tail = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     counts: dict[str, int] = {}
@@ -51,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=20, help="how many runs (default 20)")
     parser.add_argument("--seed0", type=int, default=0, help="the first run's Hypothesis seed")
+    parser.add_argument("--timeout", type=float, default=900,
+                        help="seconds before a run counts as hung (default 900)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/dsi-ref-flake-runs.json"))
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args(argv)
@@ -63,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| run | seed | exit | passed | failed | errors | seconds | failures |")
     print("|---|---|---|---|---|---|---|---|")
     for i in range(args.runs):
-        run = one_run(args.seed0 + i, args.pytest_args)
+        run = one_run(args.seed0 + i, args.pytest_args, args.timeout)
         runs.append(run)
         counts, failures = run["counts"], run["failures"]
         assert isinstance(counts, dict) and isinstance(failures, list)
