@@ -953,6 +953,21 @@ def test_a_failed_install_restores_what_it_patched(monkeypatch: pytest.MonkeyPat
         ex.exact_distribution(lambda rng: os.urandom(1))
 
 
+def test_an_entry_point_that_refuses_setattr_is_not_undone(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """``setattr(int, ...)`` raises: the install fails there, and every entry point patched
+    before it is restored (a patch recorded before its setattr made the restore fail first)."""
+    targets = ex._targets()
+    originals = [entry for entry, _ in ENTRY_POINTS]
+    monkeypatch.setattr(ex, "_targets",
+                        lambda: (*targets, (int, "bit_length", "int.bit_length", None)))
+    with pytest.raises(TypeError):
+        ex.exact_distribution(_two_coins)
+    monkeypatch.undo()
+    assert [getattr(owner, name) for owner, name, _, _ in targets] == originals
+    assert ex._Guard._patches == []
+
+
 class _Base:
     def draw(self) -> int:
         return 4

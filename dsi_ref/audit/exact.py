@@ -576,8 +576,9 @@ class _Guard:
                 if original is None:
                     continue
                 own = not isinstance(owner, type) or name in vars(owner)
-                _Guard._patches.append((owner, name, original, own))
                 setattr(owner, name, _Guard._wrapper(target, original))
+                # recorded once in place: a failed setattr leaves nothing to undo for it
+                _Guard._patches.append((owner, name, original, own))
         except BaseException:
             _Guard._restore()
             raise
