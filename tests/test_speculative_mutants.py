@@ -71,6 +71,15 @@ def test_the_config_names_a_bad_rule_and_a_bad_latency() -> None:
     assert str(err.value) == "latency must be a dsi_ref.Latency"
 
 
+class _Count(int):
+    """An integer of another type than ``int``."""
+
+
+def test_the_config_stores_the_lookahead_as_an_int() -> None:
+    cfg = SpeculativeConfig(_Count(2))
+    assert type(cfg.lookahead) is int and cfg.lookahead == 2
+
+
 def test_the_rule_of_a_config_is_the_rule_a_run_uses() -> None:
     rule = RejectionSampling()
     run = SIRun(TARGET, AGREES, (), 2, dr.Sampler(0), SpeculativeConfig(2, verify=rule))
@@ -174,14 +183,25 @@ def test_non_si_is_one_forward_and_one_bonus_per_token_with_its_own_counters() -
 
 
 def test_speculative_defaults_to_three_drafts_rejection_and_the_default_latency() -> None:
-    run = speculative(TARGET, AGREES, [], 4, dr.Sampler(0))
-    assert run == SIRun(TARGET, AGREES, (), 4, dr.Sampler(0), SpeculativeConfig(3)).run()
-    assert run.stats["drafts"] == 3 and run.time == F(13, 10)
+    run = speculative(TARGET, AGREES, [], 5, dr.Sampler(0))
+    assert run == SIRun(TARGET, AGREES, (), 5, dr.Sampler(0), SpeculativeConfig(3)).run()
+    assert run.stats["drafts"] == 3 and run.stats["iterations"] == 2 and run.time == F(23, 10)
     assert speculative(TARGET, AGREES, [0], 5, dr.Sampler(0), 2, "greedy", latency=LAT) == \
         SIRun(TARGET, AGREES, (0,), 5, dr.Sampler(0), SpeculativeConfig(2, "greedy", LAT)).run()
     with pytest.raises(InvalidParameterError,
                        match=re.escape("max_new_tokens must be an int >= 0, got -1")):
         speculative(TARGET, AGREES, [], -1, dr.Sampler(0))
+
+
+def test_speculative_checks_the_drafter_and_the_rng() -> None:
+    wide = dr.TableLM(4, 0, {}, default=(F(1, 4),) * 4)
+    with pytest.raises(InvalidParameterError,
+                       match=re.escape("target and drafter vocabularies differ: 3 vs 4")):
+        speculative(TARGET, wide, [], 2, dr.Sampler(0))
+    with pytest.raises(InvalidParameterError, match=re.escape(
+            "rng must be a dsi_ref.Randomness (categorical, bernoulli and choose), e.g. "
+            "dsi_ref.Sampler(0), got int (a seed: use dsi_ref.Sampler(seed))")):
+        speculative(TARGET, AGREES, [], 2, cast(Any, 0))
 
 
 def test_the_law_of_si_is_the_target_law_on_random_models() -> None:
@@ -272,10 +292,25 @@ def test_the_scratch_is_read_when_run_alone_is_overridden() -> None:
         def run(self) -> Run:
             return super().run()
 
-    for cls, read in ((_Sub, False), (OwnRun, True)):
+    class OwnIterate(SIRun):
+        def iterate(self) -> None:
+            super().iterate()
+
+    class OwnStep(SIRun):
+        def draft(self) -> None:
+            super().draft()
+
+    for cls, read in ((_Sub, False), (OwnStep, False), (OwnRun, True), (OwnIterate, True)):
         a, b = _fresh(cls), _fresh(cls)
         a.start, b.start = 0, 1
+        a.drafts, b.drafts = [0], [1]
         assert (a.state() != b.state()) is read, cls.__name__
+
+
+def test_a_fresh_run_has_empty_scratch() -> None:
+    run = _fresh()
+    assert (run.tokens, run.done, run.start, run.context, run.drafts, run.draft_rows,
+            run.target_rows) == ([], False, 0, (), [], [], ())
 
 
 def test_a_subclass_attribute_is_read_in_dict_and_slots() -> None:
@@ -306,7 +341,25 @@ def test_the_attributes_of_a_rule_are_read_in_dict_and_slots() -> None:
         def __init__(self) -> None:
             self.calls = 0
 
-    for rule in (Counting(), SlottedCounting()):
+    class OwnSlottedRule:
+        """A rule of its own (not a `RejectionSampling`): slots and no ``__dict__``."""
+
+        __slots__ = ("calls",)
+        name = "own"
+        greedy = False
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def draft(self, draft_probs: Any, rng: Any, context: tuple[int, ...]) -> int:
+            return RejectionSampling().draft(draft_probs, rng, context)
+
+        def decide(self, target_probs: Any, draft_probs: Any, draft: int | None, rng: Any,
+                   context: tuple[int, ...]) -> Any:
+            return RejectionSampling().decide(target_probs, draft_probs, draft, rng, context)
+
+    assert not hasattr(OwnSlottedRule(), "__dict__")
+    for rule in (Counting(), SlottedCounting(), OwnSlottedRule()):
         run = SIRun(TARGET, AGREES, (), 4, dr.Sampler(0), SpeculativeConfig(2, verify=rule))
         before = run.state()
         assert before == run.state()
@@ -367,3 +420,54 @@ def test_merging_an_alias_with_a_copy_would_change_the_law() -> None:
     law = dr.exact_distribution(program)
     assert law == dr.exact_distribution(program, merge=False)
     assert law == {(1, 1, 1, 0): F(1, 2), (1, 1, 1, 1): F(1, 2)}
+
+
+class _Hints(dr.Sampler):
+    """A sampler that records the merge points a run offers (the exact engine's protocol)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.hints: list[tuple[Hashable, bool, tuple[int, ...] | None]] = []
+
+    def merge_point(self, state: Hashable, *, entry: bool = False,
+                    committed: tuple[int, ...] | None = None) -> None:
+        self.hints.append((state, entry, committed))
+
+
+def test_a_merge_point_before_each_iteration_with_entry_and_the_committed_tokens() -> None:
+    rng = _Hints(0)
+    run = SIRun(TARGET, AGREES, (), 5, rng, SpeculativeConfig(2))
+    run.run()
+    other = SIRun(TARGET, AGREES, (), 5, dr.Sampler(0), SpeculativeConfig(2))
+    first = other.state()
+    other.iterate()
+    assert rng.hints == [(first, True, ()), (other.state(), False, (1, 1, 1))]
+    assert first == (Recorder(other.cfg.latency, STATS).state([]), (False, (), ()))
+
+
+def test_a_step_sees_the_scratch_reset_by_iterate() -> None:
+    """`iterate` resets the per-iteration scratch before any step: nothing of the earlier
+    iteration is visible to an overridden `draft` (the class docstring's contract)."""
+    class Peeks(SIRun):
+        peeked: list[object]
+
+        def draft(self) -> None:
+            self.peeked.append((self.start, self.context, list(self.drafts),
+                                list(self.draft_rows), self.target_rows))
+            super().draft()
+
+    run = Peeks(TARGET, AGREES, (), 5, dr.Sampler(0), SpeculativeConfig(2))
+    run.peeked = []
+    run.run()
+    assert run.peeked == [(0, (), [], [], ()), (3, (1, 1, 1), [], [], ())]
+
+
+def test_a_part_rebound_before_the_run_starts_is_a_part_of_the_run() -> None:
+    """`run` takes the parts the run is built on as they stand when it starts: a model set after
+    construction (here code, which has no fingerprint) is named, not read, so merging stays on."""
+    rng = _Hints(0)
+    run = SIRun(TARGET, AGREES, (), 5, rng, SpeculativeConfig(2))
+    run.drafter = dr.FunctionLM(3, lambda prefix: ONE)
+    run.readers["drafter"] = run.drafter.probs
+    run.run()
+    assert [cast(tuple[Hashable, ...], hint[0])[1] for hint in rng.hints] == [(False, (), ())] * 2
