@@ -45,8 +45,8 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_float_models.py", "tests/test_lossless_registry.py",
         "tests/test_dsi_determinism.py")),
     "speculative": ("dsi_ref/decoders/speculative.py", (
-        "tests/test_auto_state.py", "tests/test_si_run.py", "tests/test_core_speculative.py",
-        "tests/test_verification_mutants.py")),
+        "tests/test_speculative_mutants.py", "tests/test_auto_state.py", "tests/test_si_run.py",
+        "tests/test_core_speculative.py", "tests/test_verification_mutants.py")),
     "dsi": ("dsi_ref/decoders/dsi.py", (
         "tests/test_auto_state.py", "tests/test_dsi_determinism.py",
         "tests/test_schedulers_classes.py", "tests/test_dsi_schedules.py")),
