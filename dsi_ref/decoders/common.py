@@ -8,7 +8,7 @@ from dataclasses import fields, is_dataclass
 from enum import Enum
 from fractions import Fraction
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
@@ -268,6 +268,21 @@ def attribute_state(obj: object, skip: frozenset[str] | set[str],
     if not names:
         return ()
     return fingerprint({name: getattr(obj, name, _MISSING) for name in sorted(names)}, known)
+
+
+def own_parts(run: Any, skip: frozenset[str],
+              known: Callable[[], Mapping[int, str]]) -> tuple[Hashable, Hashable]:
+    """The two parts of a run's merge state that its own fields do not give (`SIRun.own_state`,
+    `DSIRun.own_state`): the `attribute_state` of its rule (``run.rule``; ``()`` for a rule
+    without attributes) and that of the run's attributes outside ``skip``, whose references to
+    the run's own objects are named by ``known()`` (only called when there is something to
+    read)."""
+    rule = run.rule
+    rule_state = (attribute_state(rule, frozenset(), {})
+                  if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())
+    extra = (attribute_state(run, skip, known())
+             if not skip.issuperset(vars(run)) or slot_names(type(run)) else ())
+    return rule_state, extra
 
 
 def overridden(cls: type, base: type, names: Iterable[str] | None = None) -> bool:

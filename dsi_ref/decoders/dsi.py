@@ -28,12 +28,11 @@ from ..base.result import Event, Run
 from ..base.validate import check_choice, check_int
 from .common import (
     FixedParts,
-    attribute_state,
     check_inputs,
     merge_hint,
     model_probs,
     overridden,
-    slot_names,
+    own_parts,
 )
 from .verification import Rule, VerifyRule, as_rule
 
@@ -429,11 +428,7 @@ class DSIRun:
         changed = self._fixed.changed(self)
         if changed:
             skip = skip - changed  # rebound: read as data (a model is not: no merging)
-        rule = self.rule
-        rule_state = (attribute_state(rule, frozenset(), {})
-                      if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())
-        extra = (attribute_state(self, skip, self._known(changed))
-                 if not skip.issuperset(vars(self)) or slot_names(cls) else ())
+        rule_state, extra = own_parts(self, skip, lambda: self._known(changed))
         return (self.done, derived, rule_state, extra)
 
     def _known(self, changed: frozenset[str]) -> dict[int, str]:

@@ -39,12 +39,11 @@ from .common import (
     FixedParts,
     NoMerge,
     Recorder,
-    attribute_state,
     check_inputs,
     merge_hint,
     model_reader,
     overridden,
-    slot_names,
+    own_parts,
 )
 from .verification import Decision, Rule, VerifyRule, as_rule
 
@@ -236,11 +235,7 @@ class SIRun:
             skip = skip - changed  # rebound: read as data (a model is not: no merging)
         if self.stats is not self.rec.stats:
             skip = skip - {"stats"}
-        rule = self.rule
-        rule_state = (attribute_state(rule, frozenset(), {})
-                      if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())
-        extra = (attribute_state(self, skip, self._known(changed))
-                 if not skip.issuperset(vars(self)) or slot_names(cls) else ())
+        rule_state, extra = own_parts(self, skip, lambda: self._known(changed))
         return (self.done, rule_state, extra)
 
     def _known(self, changed: frozenset[str]) -> dict[int, str]:
