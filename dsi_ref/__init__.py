@@ -24,12 +24,14 @@ from .base.result import Event, Run
 from .decoders.autoregressive import autoregressive
 from .decoders.dsi import DSIConfig, DSIRun, dsi
 from .decoders.speculative import SIRun, SpeculativeConfig, speculative
+from .decoders.tree import TREE_VERIFY_RULES, tree_speculative
 from .decoders.verification import VERIFY_RULES, Decision
 from .sim import Contention, expected_latency, simulate_latency
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "TREE_VERIFY_RULES",
     "VERIFY_RULES",
     "Alternative",
     "Contention",
@@ -72,4 +74,5 @@ __all__ = [
     "statistical_audit",
     "target_distribution",
     "total_variation",
+    "tree_speculative",
 ]

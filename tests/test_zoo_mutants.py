@@ -33,8 +33,9 @@ def test_the_zoo_has_at_least_twelve_mutants_each_with_a_bug_pattern() -> None:
     assert len(MUTANTS) >= 12
     for name, mutant in MUTANTS.items():
         assert mutant.name == name
-        assert mutant.pattern and mutant.base in ("speculative", "dsi")
+        assert mutant.pattern and mutant.base in ("speculative", "dsi", "tree_speculative")
     assert sum(m.base == "dsi" for m in MUTANTS.values()) >= 4  # orchestration bugs of DSI
+    assert sum(m.base == "tree_speculative" for m in MUTANTS.values()) >= 3  # issue #14, item 5
 
 
 @pytest.mark.parametrize("verify", ["rejection", "exact_match"])

@@ -18,6 +18,7 @@ from ..base.result import Run
 from ..decoders.autoregressive import autoregressive
 from ..decoders.dsi import dsi
 from ..decoders.speculative import speculative
+from ..decoders.tree import TREE_VERIFY_RULES, tree_speculative
 
 __all__ = ["DECODERS", "DecoderSpec", "Variant", "register"]
 
@@ -88,4 +89,15 @@ register(DecoderSpec(
     variants=(Variant("rejection", {"verify": "rejection", "record": False}),
               Variant("exact_match", {"verify": "exact_match", "record": False}),
               Variant("greedy", {"verify": "greedy", "record": False}, greedy=True)),
+))
+
+# -- tree speculation (issue #14, item 3) ---------------------------------------------------------
+# Every rule of TREE_VERIFY_RULES on the tree (2, 1): two chains of depth 2, so that the sibling
+# steps (a rejected first child, then the second) and the depth (an accepted child, then its own
+# child) are both exercised by every registry property; the tree is part of the variant.
+register(DecoderSpec(
+    "tree_speculative", tree_speculative, uses_drafter=True,
+    variants=tuple(Variant(f"{rule}-2x1", {"verify": rule, "tree": (2, 1)},
+                           greedy=rule == "greedy") for rule in TREE_VERIFY_RULES),
+    reference="autoregressive (the target's own law; its greedy sequence for greedy)",
 ))

@@ -28,6 +28,14 @@ from ..decoders.autoregressive import autoregressive
 from ..decoders.common import check_inputs, model_probs
 from ..decoders.dsi import DSIConfig, DSIRun, Task
 from ..decoders.speculative import SIRun, SpeculativeConfig, speculative
+from ..decoders.tree import (
+    EagleTopK,
+    RecursiveRejectionWithoutReplacement,
+    TreeRule,
+    normalise,
+    role,
+    tree_speculative,
+)
 from ..decoders.verification import RejectionSampling, argmax, residual
 from .exact import Witness
 from .laws import check_lossless
@@ -365,6 +373,87 @@ def _mutants() -> dict[str, Mutant]:
 
 #: Every mutant by name.
 MUTANTS: dict[str, Mutant] = _mutants()
+
+
+# -- tree verification with one step wrong (issue #14, item 5) -----------------------------------
+# Each overrides one step of a rule of `dsi_ref.decoders.tree` and runs `tree_speculative` with
+# the tree (2, 1, ..., 1) of depth ``lookahead``: two drafts at the first position.
+
+
+class _TreeNoResidualUpdate(TreeRule):
+    """Recursive rejection sampling that tests every sibling against the same ``p`` and draws
+    the token after a rejected level from ``p``: the step ``p' ← norm((p' − q)+)`` after a
+    rejected sibling is missing. Models the tree verifiers whose losslessness users dispute
+    (flexflow-serve #10, SafeAILab/EAGLE #93): multi-step speculative sampling is lossless only
+    with the residual carried from one sibling to the next."""
+
+    name = "tree-no-residual-update"
+
+    def update(self, target: Sequence[Number], proposal: Sequence[Number],
+               token: int) -> list[Number]:
+        return list(target)  # BUG: p' stays p after a rejected sibling
+
+
+class _IidVerifiedAsWithoutReplacement(RecursiveRejectionWithoutReplacement):
+    """Siblings drawn i.i.d. from ``q`` (with replacement), verified as if drawn without
+    replacement: the test ``min(1, p'(x)/q_j(x))`` and the residual use ``q_j``, ``q`` with the
+    earlier siblings removed and renormalised. The proposal law handed to the verifier is not
+    the one the draft came from (SafeAILab/EAGLE #74: "what we need is the actual distribution
+    from which each draft token is sampled"); a repeated sibling has ``q_j(x) = 0``: ratio
+    infinite, accepted."""
+
+    name = "tree-iid-verified-as-without-replacement"
+
+    def children(self, draft_probs: Sequence[Number], k: int, rng: Randomness,
+                 context: tuple[int, ...]) -> list[tuple[int, Sequence[Number]]]:
+        out: list[tuple[int, Sequence[Number]]] = []
+        left: list[Number] = list(draft_probs)
+        for j in range(k):
+            x = rng.categorical(draft_probs, key=(role("draft", j), len(context), context))
+            out.append((x, normalise(left) if sum(left) > 0 else list(left)))  # BUG: told q_j
+            left[x] = 0 * left[x]
+        return out
+
+
+class _PointMassSoftQ(EagleTopK):
+    """EAGLE's deterministic top-k children verified as if they were samples of ``q``: accept
+    with ``min(1, p'(x)/q(x))`` and update ``p' ← norm((p' − q)+)`` (the rule SpecInfer proves
+    for ``x ~ q``). The dispute of SafeAILab/EAGLE #183 and #221: top-k children are point
+    masses, and only the point-mass test ``p'(x)`` is lossless for them."""
+
+    name = "tree-point-mass-soft-q"
+
+    def accept(self, target: Sequence[Number], proposal: Sequence[Number], token: int,
+               sibling: int, rng: Randomness, context: tuple[int, ...]) -> bool:
+        return TreeRule.accept(self, target, proposal, token, sibling, rng, context)  # BUG
+
+    def update(self, target: Sequence[Number], proposal: Sequence[Number],
+               token: int) -> list[Number]:
+        return TreeRule.update(self, target, proposal, token)  # BUG: (p' − q)+ of the soft q
+
+
+def _with_tree_rule(rule: TreeRule) -> Callable[..., Run]:
+    """``rule`` run by `tree_speculative` with `speculative`'s signature: tree (2, 1, ..., 1) of
+    depth ``lookahead``."""
+    def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 2,
+                latency: Latency | None = None, **kwargs: Any) -> Run:
+        kwargs.pop("verify", None)
+        return tree_speculative(target, drafter, prompt, max_new_tokens, rng,
+                                tree=(2,) + (1,) * (lookahead - 1), verify=rule,
+                                latency=latency)
+    return decoder
+
+
+MUTANTS.update({m.name: m for m in (
+    Mutant("tree-no-residual-update", "tree verification without the residual update after a "
+           "rejected sibling", _with_tree_rule(_TreeNoResidualUpdate()), "tree_speculative"),
+    Mutant("tree-iid-verified-as-without-replacement", "siblings drafted with replacement but "
+           "verified as drawn without", _with_tree_rule(_IidVerifiedAsWithoutReplacement()),
+           "tree_speculative"),
+    Mutant("tree-point-mass-soft-q", "top-k (point-mass) children verified against the soft q",
+           _with_tree_rule(_PointMassSoftQ()), "tree_speculative"),
+)})
 
 #: Equivalent mutants: variations that look like bugs but do not change the output law (the
 #: audit must NOT flag them; `hunt` returns None). Note: why they are lossless. A missing bonus
