@@ -59,13 +59,13 @@ def test_the_config_defaults_and_the_lookahead_boundary() -> None:
 def test_the_config_names_a_bad_rule_and_a_bad_latency() -> None:
     with pytest.raises(InvalidParameterError) as err:
         SpeculativeConfig(2, verify=cast(Any, "nope"))
-    assert str(err.value) == ("verify must be one of ('rejection', 'exact_match', 'greedy') or "
-                              "a Rule, got 'nope'")
+    assert str(err.value) == ("verify must be one of ('rejection', 'exact_match', 'greedy', "
+                              "'block') or a Rule, got 'nope'")
     assert err.value.__cause__ is None and err.value.__suppress_context__
     with pytest.raises(InvalidParameterError) as err:
         SpeculativeConfig(2, verify=cast(Any, 3))
-    assert str(err.value) == ("verify must be a rule name ('rejection', 'exact_match', 'greedy') "
-                              "or a Rule object, got int")
+    assert str(err.value) == ("verify must be a rule name ('rejection', 'exact_match', "
+                              "'greedy', 'block') or a Rule object, got int")
     with pytest.raises(InvalidParameterError) as err:
         SpeculativeConfig(2, latency=cast(Any, F(1)))
     assert str(err.value) == "latency must be a dsi_ref.Latency"

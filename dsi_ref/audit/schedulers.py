@@ -59,6 +59,7 @@ DSI_CLAIMS: dict[VerifyRule, frozenset[SchedulerClass]] = {
     "rejection": frozenset({"oblivious", "random", "adaptive"}),
     "exact_match": frozenset(SCHEDULER_CLASSES),
     "greedy": frozenset(SCHEDULER_CLASSES),
+    "block": frozenset({"oblivious", "random", "adaptive"}),
 }
 assert set(DSI_CLAIMS) == set(VERIFY_RULES)
 

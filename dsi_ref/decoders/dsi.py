@@ -34,7 +34,7 @@ from .common import (
     overridden,
     own_parts,
 )
-from .verification import Rule, VerifyRule, as_rule
+from .verification import Decision, Rule, VerifyRule, WindowRule, as_rule, decide_window
 
 __all__ = ["DSIConfig", "DSIRun", "DraftForward", "Task", "dsi"]
 
@@ -56,6 +56,11 @@ class DSIConfig:
         sample_drafts_at: ``"end"`` (default) samples a draft when its forward completes;
             ``"start"`` samples it when the forward starts, so that a scheduler may see the
             content of a forward still in flight (the content-aware adversary).
+        block_windows: how a window rule (``verify="block"``) cuts the drafts into blocks
+            (docs/dsi-semantics.md, "Block decisions"): ``"fixed"`` (default) decides each
+            verification task's window as one block, once all its rows are supplied;
+            ``"maximal"`` decides, whenever ``p`` is supplied at the frontier, the longest run of
+            drafts with ``p`` supplied (the frontier task alone decides one draft).
         record: keep the trace and the counters (default). ``False`` gives a lean run (empty
             ``trace`` and ``stats``) whose exact enumeration merges every two paths that agree
             on what the future depends on — far fewer paths; use it when only ``tokens`` and
@@ -69,6 +74,7 @@ class DSIConfig:
     queue: QueuePolicy = "fifo"
     sample_drafts_at: Literal["end", "start"] = "end"
     record: bool = True
+    block_windows: Literal["fixed", "maximal"] = "fixed"
 
     def __post_init__(self) -> None:
         for name in ("lookahead", "sp_degree"):
@@ -79,6 +85,7 @@ class DSIConfig:
             raise InvalidParameterError(str(error)) from None
         check_choice("queue", self.queue, QUEUE_POLICIES)
         check_choice("sample_drafts_at", self.sample_drafts_at, ("end", "start"))
+        check_choice("block_windows", self.block_windows, ("fixed", "maximal"))
         if not isinstance(self.latency, Latency):
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
         if not isinstance(self.record, bool):
@@ -331,23 +338,25 @@ class DSIRun:
         """Decide positions left to right while some finished task supplies p at the frontier."""
         moved = False
         while not self.done and self.frontier in self.supplied:
-            position = self.frontier
-            row = self.supplied.pop(position)
-            has_draft = bool(self.drafts)
-            decision = self.rule.decide(row, self.draft_rows[0] if has_draft else None,
-                                        self.drafts[0] if has_draft else None, self.rng,
-                                        tuple(self.committed))
-            self.committed.append(decision.token)
-            moved = True
-            self.stats[decision.kind] += 1
-            self.trace.append(Event("committer", "commit", self.now, self.now, (position,),
-                                    f"{decision.kind} via {source.label}"))
-            self.done = decision.token == self.eos or self.frontier >= self.n
-            if decision.accepted:
-                self.drafts.pop(0)
-                self.draft_rows.pop(0)
-                continue
-            self.invalidate(f"{decision.kind} at {position}")
+            decisions = self.decide_at_frontier()
+            if not decisions:
+                break  # block decisions with fixed windows: the window at F is not complete
+            for decision in decisions:
+                position = self.frontier
+                self.committed.append(decision.token)
+                moved = True
+                self.stats[decision.kind] += 1
+                self.trace.append(Event("committer", "commit", self.now, self.now, (position,),
+                                        f"{decision.kind} via {source.label}"))
+                self.done = decision.token == self.eos or self.frontier >= self.n
+                if decision.accepted:
+                    self.drafts.pop(0)
+                    self.draft_rows.pop(0)
+                    if self.done:
+                        break
+                    continue
+                self.invalidate(f"{decision.kind} at {position}")
+                break
         if not moved:
             return
         # tasks with nothing left to supply are stale
@@ -365,6 +374,33 @@ class DSIRun:
                 self.preempt(task, "done")
             return
         self.submit(self.frontier, self.frontier, frontier=True)
+
+    def decide_at_frontier(self) -> list[Decision]:
+        """The decisions the committer takes now that ``p`` is supplied at the frontier ``F``.
+
+        A per-position rule decides ``F`` alone: the draft there, or a bonus token when there is
+        none. A `WindowRule` (block verification) decides the longest window it can: the drafts
+        at ``F, F + 1, …`` for which ``p`` is supplied (docs/dsi-semantics.md, "Block
+        decisions"); with no draft at ``F``, a bonus token. The rows it reads are used up."""
+        position = self.frontier
+        if self.drafts and isinstance(self.rule, WindowRule):
+            if self.cfg.block_windows == "fixed":
+                # the window at F: its drafts were all delivered (a task was submitted for it)
+                m = min(self.cfg.lookahead, self.window_start - position, len(self.drafts))
+                if m < 1 or any(position + i not in self.supplied for i in range(m)):
+                    return []
+            else:
+                m = 1
+                while m < len(self.drafts) and position + m in self.supplied:
+                    m += 1
+            rows = [self.supplied.pop(position + i) for i in range(m)]
+            return decide_window(self.rule, rows, self.draft_rows[:m], self.drafts[:m],
+                                 self.rng, tuple(self.committed))
+        row = self.supplied.pop(position)
+        has_draft = bool(self.drafts)
+        return [self.rule.decide(row, self.draft_rows[0] if has_draft else None,
+                                 self.drafts[0] if has_draft else None, self.rng,
+                                 tuple(self.committed))]
 
     def invalidate(self, why: str) -> None:
         """After a rejection or a bonus token: everything speculative past the frontier is built
@@ -498,7 +534,7 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
         max_new_tokens: int, rng: Randomness, lookahead: int = 2, sp_degree: int = 2,
         latency: Latency | None = None, verify: VerifyRule | Rule = "rejection",
         queue: QueuePolicy = "fifo", *, sample_drafts_at: Literal["end", "start"] = "end",
-        record: bool = True) -> Run:
+        record: bool = True, block_windows: Literal["fixed", "maximal"] = "fixed") -> Run:
     """Distributed speculative inference on the virtual clock (docs/dsi-semantics.md).
 
     Returns a `Run`: the committed tokens (lossless for every scheduler that cannot see drafts
@@ -508,6 +544,6 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
     paths (`DSIConfig`); the law of ``(tokens, time)`` is the same.
     """
     config = DSIConfig(lookahead, sp_degree, Latency() if latency is None else latency, verify,
-                       queue, sample_drafts_at, record)
+                       queue, sample_drafts_at, record, block_windows)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return DSIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

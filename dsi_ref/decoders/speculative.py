@@ -45,7 +45,7 @@ from .common import (
     overridden,
     own_parts,
 )
-from .verification import Decision, Rule, VerifyRule, as_rule
+from .verification import Decision, Rule, VerifyRule, WindowRule, as_rule, decide_window
 
 __all__ = ["NON_SI_STATS", "STATS", "ModelName", "Rows", "SIRun", "SpeculativeConfig",
            "speculative"]
@@ -162,12 +162,26 @@ class SIRun:
     def verify(self) -> bool:
         """Decide the drafts left to right against ``p``; stop at the first rejection (its
         position gets the residual token) or at EOS. True when every draft was accepted, so
-        that the position after them gets a bonus token."""
+        that the position after them gets a bonus token. A `WindowRule` (block verification)
+        decides the window as a whole instead (`verify_window`)."""
+        if isinstance(self.rule, WindowRule):
+            return self.verify_window()
         for j in range(len(self.drafts)):
             decision = self.commit(self.target_rows[j], j)
             if not decision.accepted or self.done:
                 return False
         return True
+
+    def verify_window(self) -> bool:
+        """Decide all drafts at once with `decide_window` and commit its decisions in order.
+        True when every draft was accepted (and none is EOS)."""
+        decisions = decide_window(self.rule, self.target_rows, self.draft_rows, self.drafts,
+                                  self.rng, tuple(self.tokens))
+        for decision in decisions:
+            self.record_decision(decision)
+            if self.done:
+                return False
+        return len(decisions) == len(self.drafts) and all(d.accepted for d in decisions)
 
     def bonus(self) -> None:
         """Every draft was accepted: the bonus token, from ``p`` after the last draft."""
@@ -182,11 +196,15 @@ class SIRun:
         else:
             decision = self.rule.decide(target_row, self.draft_rows[draft], self.drafts[draft],
                                         self.rng, context)
+        self.record_decision(decision)
+        return decision
+
+    def record_decision(self, decision: Decision) -> None:
+        """Commit a decided position: the trace, the counters, EOS."""
         self.record_commit((len(self.tokens),), decision.kind)
         self.tokens.append(decision.token)
         self.stats[decision.kind] += 1
         self.done = decision.token == self.eos
-        return decision
 
     def iterate(self) -> None:
         """One iteration: `draft` (``window()`` tokens), `score`, `verify`, and `bonus` when

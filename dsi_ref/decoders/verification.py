@@ -31,6 +31,17 @@ position and ``context`` the generated tokens before it (so ``len(context) == i`
 ``("residual", i, ctx)``, a token drawn from ``p`` (bonus, exact-match ``y``, non-SI)
 ``("target", i, ctx)``. A key names one decision in one context: whoever makes it (SI, DSI, any
 server of DSI), under keyed randomness it comes out the same.
+
+Windows. A rule decides a **window** — the drafts ``x_1 … x_m`` at consecutive positions after a
+committed prefix, with ``p`` and ``q`` at each of them — with `decide_window`: some drafts are
+accepted, then (unless all were) one position gets a correction token. The per-position rules
+above decide a window position by position (a chain of `Rule.decide`), stopping at the first
+rejection. **Block verification** (`BlockVerification`; Sun et al. 2024, "Block Verification
+Accelerates Speculative Decoding") decides the window as a whole: it may accept a later prefix
+than the first position where the token-level test would have failed, and its correction comes
+from a residual adjusted by how much target mass the accepted prefix carries. A window rule
+implements `WindowRule`; its coins are keyed ``("block", i, ctx)``: the coin that accepts the
+drafts before position ``i`` (``ctx`` = the tokens before ``i``, ending with those drafts).
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from ..base.randomness import Randomness
 __all__ = [
     "RULES",
     "VERIFY_RULES",
+    "BlockVerification",
     "Decision",
     "ExactMatch",
     "Greedy",
@@ -52,16 +64,17 @@ __all__ = [
     "RejectionSampling",
     "Rule",
     "VerifyRule",
+    "WindowRule",
     "argmax",
     "as_rule",
     "decide",
+    "decide_window",
     "draft_token",
     "residual",
 ]
 
-VerifyRule: TypeAlias = Literal["rejection", "exact_match", "greedy"]
-VERIFY_RULES: tuple[VerifyRule, ...] = ("rejection", "exact_match", "greedy")
-
+VerifyRule: TypeAlias = Literal["rejection", "exact_match", "greedy", "block"]
+VERIFY_RULES: tuple[VerifyRule, ...] = ("rejection", "exact_match", "greedy", "block")
 
 
 class Decision(NamedTuple):
@@ -218,9 +231,135 @@ class Greedy(RejectionSampling):
         return Decision(y, y == draft, "accepted" if y == draft else "rejected")
 
 
+@runtime_checkable
+class WindowRule(Rule, Protocol):
+    """A `Rule` that decides a whole window at once (`BlockVerification`).
+
+    Its ``decide`` still decides one position alone (a window of one draft, or a bonus token).
+    """
+
+    def decide_window(self, target_rows: Sequence[Sequence[Number]],
+                      draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int],
+                      rng: Randomness, context: tuple[int, ...]) -> list[Decision]:
+        """Decide the drafts after ``context`` (see `decide_window`)."""
+        ...
+
+
+class BlockVerification(RejectionSampling):
+    """Block verification (Sun et al. 2024, arXiv 2403.10444, Algorithm 2): decide a window of
+    ``m`` drafts ``x_1 … x_m`` at once.
+
+    With ``p_i = p(· | ctx, x_<i)`` and ``q_i`` the drafter's row there (``i = 1 … m``), and
+    ``p_{m+1}`` the target's row after the last draft (used only by the caller's bonus token):
+
+    * **weights** ``w_0 = 1``, ``w_i = min(1, w_{i−1} · p_i(x_i) / q_i(x_i))`` — how much of the
+      target's mass the accepted prefix ``x_≤i`` may still carry;
+    * **stop probabilities** ``h_m = w_m`` and, for ``i < m``,
+      ``h_i = ρ_i / (ρ_i + 1 − w_i)`` with ``ρ_i = Σ_y (w_i · p_{i+1}(y) − q_{i+1}(y))+``
+      (``h_i = 1`` when the denominator is 0: then ``w_i = 1`` and ``p_{i+1} = q_{i+1}``, so every
+      later weight is 1, ``h_m = 1``, and the scan below never gets down to ``i``);
+    * **select**: for ``i = m, m − 1, …, 1`` flip a coin with probability ``h_i``; the first success
+      gives ``τ = i``; no success gives ``τ = 0``. The drafts ``x_1 … x_τ`` are accepted;
+    * **correction**: if ``τ < m``, position ``τ + 1`` gets a token from the normalised
+      ``(w_τ · p_{τ+1} − q_{τ+1})+``; if ``τ = m`` the caller draws the bonus from ``p_{m+1}``.
+
+    The correction can never be ``x_{τ+1}``: a positive residual there means ``w_{τ+1} = 1`` and
+    hence ``h_{τ+1} = 1``, so the scan would have stopped at ``τ + 1`` or above. So a context
+    after a correction is new, and keyed randomness never reuses a coin or a draft.
+
+    With ``m = 1`` it is token-level rejection sampling (``h_1 = w_1 = min(1, p/q)``, residual
+    ``(p − q)+``), which is what ``decide`` does for a lone position. The steps are separate
+    methods so that the zoo's mutants override one each.
+    """
+
+    name = "block"
+
+    def weights(self, target_rows: Sequence[Sequence[Number]],
+                draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int]) -> list[Number]:
+        """``[w_0, w_1, …, w_m]`` with ``w_0 = 1`` and ``w_i = min(1, w_{i−1} p_i(x_i) / q_i(x_i))``
+        (``q_i(x_i) > 0`` since ``x_i ~ q_i``)."""
+        w: list[Number] = [1]
+        for i, x in enumerate(drafts):
+            ratio = w[-1] * target_rows[i][x] / draft_rows[i][x]
+            w.append(ratio if ratio < 1 else 1)
+        return w
+
+    def stop_probability(self, weight: Number, target_row: Sequence[Number] | None,
+                         draft_row: Sequence[Number] | None) -> Number:
+        """``h_i`` from ``w_i``: ``w_m`` for the last draft (rows ``None``), else
+        ``ρ_i / (ρ_i + 1 − w_i)`` with ``ρ_i = Σ_y (w_i p_{i+1}(y) − q_{i+1}(y))+`` from the rows
+        at the next position."""
+        if target_row is None or draft_row is None:
+            return weight
+        mass = sum(residual([weight * t for t in target_row], draft_row))
+        denominator = mass + 1 - weight
+        return mass / denominator if denominator > 0 else 1
+
+    def select(self, weights: Sequence[Number], target_rows: Sequence[Sequence[Number]],
+               draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
+               context: tuple[int, ...]) -> int:
+        """``τ``: scan ``i = m … 1``, coin ``h_i`` keyed ``("block", len(ctx_i), ctx_i)`` with
+        ``ctx_i = context + x_≤i``; the first success is ``τ``, none gives 0."""
+        m = len(drafts)
+        for i in range(m, 0, -1):
+            h = self.stop_probability(weights[i], target_rows[i] if i < m else None,
+                                      draft_rows[i] if i < m else None)
+            accepted = context + tuple(drafts[:i])
+            if rng.bernoulli(h, key=("block", len(accepted), accepted)):
+                return i
+        return 0
+
+    def correction(self, weight: Number, target_row: Sequence[Number],
+                   draft_row: Sequence[Number], rng: Randomness, context: tuple[int, ...]) -> int:
+        """A token from the normalised ``(w_τ · p_{τ+1} − q_{τ+1})+`` at the position after
+        ``context`` (key ``("residual", i, context)``)."""
+        weights = residual([weight * t for t in target_row], draft_row)
+        if not sum(weights) > 0:
+            raise NumericalError(f"block verification stopped before position {len(context)} "
+                                 "but the residual (w p - q)+ is empty: float rounding in p or q")
+        return rng.categorical(weights, key=("residual", len(context), context))
+
+    def decide_window(self, target_rows: Sequence[Sequence[Number]],
+                      draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int],
+                      rng: Randomness, context: tuple[int, ...]) -> list[Decision]:
+        """Accept ``x_1 … x_τ``; then a correction at ``τ + 1`` unless ``τ = m`` (see the class)."""
+        weights = self.weights(target_rows, draft_rows, drafts)
+        tau = self.select(weights, target_rows, draft_rows, drafts, rng, context)
+        decisions = [Decision(x, True, "accepted") for x in drafts[:tau]]
+        if tau < len(drafts):
+            token = self.correction(weights[tau], target_rows[tau], draft_rows[tau], rng,
+                                    context + tuple(drafts[:tau]))
+            decisions.append(Decision(token, False, "rejected"))
+        return decisions
+
+
 #: The built-in rules by name.
 RULES: dict[str, Rule] = {"rejection": RejectionSampling(), "exact_match": ExactMatch(),
-                          "greedy": Greedy()}
+                          "greedy": Greedy(), "block": BlockVerification()}
+
+
+def decide_window(rule: VerifyRule | Rule, target_rows: Sequence[Sequence[Number]],
+                  draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
+                  context: tuple[int, ...]) -> list[Decision]:
+    """Decide the window of drafts ``x_1 … x_m`` (``drafts``) after ``context``.
+
+    ``target_rows[i]`` and ``draft_rows[i]`` are ``p`` and ``q`` at the position of ``x_{i+1}``
+    (``target_rows`` may hold one more row, the bonus row, which is not read). Returns the
+    decisions of the positions it commits, left to right: the accepted drafts, then — unless every
+    draft was accepted — one ``"rejected"`` decision with the correction token. A `WindowRule`
+    decides the window as a whole; any other rule decides it position by position with
+    `Rule.decide`, stopping at the first rejection.
+    """
+    rule = as_rule(rule)
+    if isinstance(rule, WindowRule):
+        return rule.decide_window(target_rows, draft_rows, drafts, rng, context)
+    decisions: list[Decision] = []
+    for i, x in enumerate(drafts):
+        decision = rule.decide(target_rows[i], draft_rows[i], x, rng, context + tuple(drafts[:i]))
+        decisions.append(decision)
+        if not decision.accepted:
+            break
+    return decisions
 
 
 def as_rule(verify: VerifyRule | Rule) -> Rule:
