@@ -1,8 +1,8 @@
 """Acceptance-level latency simulator: non-SI, SI and DSI at the paper's scale, exactly.
 
-Tokens are abstracted away: each draft is accepted i.i.d. with rate ``a`` (docs/paper.md). Two
-models
-of DSI:
+Tokens are abstracted away: each draft is accepted i.i.d. with rate ``a`` (docs/paper.md), or
+each window of ``k`` drafts accepts a length drawn from a law (``acceptance=``, an
+`AcceptanceLaw`; docs/acceptance-laws.md). Two models of DSI:
 
 * ``model="paper"`` — the official offline simulator (per-segment ``min(speculative cost,
   target-only cost)``, shortened last window, unlimited servers), `dsi_ref.sim.paper`;
@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 
 from ..base.errors import InsufficientServersError, InvalidParameterError
 from ..base.validate import check_int, check_seed
+from .acceptance import AcceptanceLaw, AcceptanceLike
 from .event import dsi_event_exact, simulate_event
 from .paper import dsi_paper_exact, nonsi_exact, si_exact, simulate_paper
 from .params import (
@@ -37,8 +38,8 @@ from .params import (
     required_servers,
 )
 
-__all__ = ["ALGORITHMS", "MODELS", "Contention", "InsufficientServersError", "SimParams",
-           "expected_latency", "required_servers", "simulate_latency"]
+__all__ = ["ALGORITHMS", "MODELS", "AcceptanceLaw", "Contention", "InsufficientServersError",
+           "SimParams", "expected_latency", "required_servers", "simulate_latency"]
 
 
 class _Unset:
@@ -69,10 +70,11 @@ def _resolve_lookahead(lookahead: int | None, k: int | None) -> int | None:
     return None if k is _UNSET else k
 
 
-def _params(algorithm: Algorithm, c: Num, a: Num, lookahead: int | None, k: int | None,
+def _params(algorithm: Algorithm, c: Num, a: Num | None, lookahead: int | None, k: int | None,
             n_tokens: int, model: Model, sp_degree: int | None, queue: str,
             target_first: Num | None, drafter_first: Num | None,
-            contention: Contention | None = None, verify_cost: Num | None = None) -> SimParams:
+            contention: Contention | None = None, verify_cost: Num | None = None,
+            acceptance: AcceptanceLike | None = None) -> SimParams:
     given = _resolve_lookahead(lookahead, k)
     if given is None:
         if algorithm != "nonsi":
@@ -81,20 +83,22 @@ def _params(algorithm: Algorithm, c: Num, a: Num, lookahead: int | None, k: int 
         given = 1
     return SimParams(algorithm, c, a, given, n_tokens, model, sp_degree,
                      queue,  # type: ignore[arg-type]
-                     target_first, drafter_first, contention, verify_cost)
+                     target_first, drafter_first, contention, verify_cost,
+                     acceptance)  # type: ignore[arg-type]  # a mapping is converted there
 
 
-def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | None = _UNSET,
-                     n_tokens: int, model: Model = "paper", sp_degree: int | None = None,
-                     queue: str = "fifo", target_first: Num | None = None,
-                     drafter_first: Num | None = None, contention: Contention | None = None,
-                     verify_cost: Num | None = None, k: int | None = _UNSET) -> Num:
+def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
+                     lookahead: int | None = _UNSET, n_tokens: int, model: Model = "paper",
+                     sp_degree: int | None = None, queue: str = "fifo",
+                     target_first: Num | None = None, drafter_first: Num | None = None,
+                     contention: Contention | None = None, verify_cost: Num | None = None,
+                     k: int | None = _UNSET, acceptance: AcceptanceLike | None = None) -> Num:
     """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
 
     Args:
         algorithm: ``"nonsi"``, ``"si"`` or ``"dsi"``.
         c: drafter forward cost (target forward = 1).
-        a: acceptance rate in ``[0, 1]``.
+        a: acceptance rate in ``[0, 1]`` (each draft accepted i.i.d.); give it or ``acceptance``.
         lookahead: ``k``, drafts per verification (ignored for ``nonsi``, where it may be
             ``None`` or left out; required otherwise).
         n_tokens: ``N``.
@@ -112,6 +116,11 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | N
             length ``k + 1`` over the TPOT.
         k: an alias of ``lookahead``, for callers written before the rename; giving both is an
             `InvalidParameterError`.
+        acceptance: instead of ``a``, the law of a window's accepted length ``L ∈ {0 … k}``
+            (`AcceptanceLaw`, or a mapping ``{length: probability}``; ``k`` = the lookahead):
+            SI draws one per iteration, DSI one per verification task's window
+            (`dsi_ref.sim.event`), the paper model one per window of a segment. Exactly one of
+            ``a`` and ``acceptance`` (`InvalidParameterError` otherwise).
 
     Returns a ``Fraction`` when every number given is rational (and no contention), else a
     float.
@@ -122,7 +131,7 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | N
     Fraction(8, 5)
     """
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention, verify_cost)
+                drafter_first, contention, verify_cost, acceptance)
     if p.algorithm == "nonsi":
         return nonsi_exact(p)
     if p.algorithm == "si":
@@ -130,16 +139,19 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | N
     return dsi_paper_exact(p) if p.model == "paper" else dsi_event_exact(p)
 
 
-def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | None = _UNSET,
-                     n_tokens: int, n_repeats: int, seed: int | np.random.Generator,
-                     model: Model = "paper", sp_degree: int | None = None, queue: str = "fifo",
+def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
+                     lookahead: int | None = _UNSET, n_tokens: int, n_repeats: int,
+                     seed: int | np.random.Generator, model: Model = "paper",
+                     sp_degree: int | None = None, queue: str = "fifo",
                      target_first: Num | None = None, drafter_first: Num | None = None,
                      contention: Contention | None = None, verify_cost: Num | None = None,
-                     k: int | None = _UNSET) -> NDArray[np.float64]:
+                     k: int | None = _UNSET,
+                     acceptance: AcceptanceLike | None = None) -> NDArray[np.float64]:
     """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
 
     Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
-    ``Generator``; nothing else is random), and the same alias ``k=`` of ``lookahead``. The mean
+    ``Generator``; nothing else is random), the same alias ``k=`` of ``lookahead`` and the same
+    ``acceptance=`` (a law of accepted lengths per window, instead of ``a``). The mean
     converges to `expected_latency`.
 
     >>> simulate_latency("nonsi", c=0.1, a=0.5, n_tokens=7, n_repeats=3, seed=0)
@@ -147,7 +159,7 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num, lookahead: int | N
     """
     n_repeats = check_int("n_repeats", n_repeats)
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention, verify_cost)
+                drafter_first, contention, verify_cost, acceptance)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
         check_seed("seed", seed))
     if p.model == "event" and p.algorithm == "dsi":

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -41,7 +41,9 @@ __all__ = [
     "Commit",
     "Spine",
     "dsi_event_exact",
+    "dsi_event_exact_reference",
     "dsi_event_grid",
+    "dsi_event_grid_reference",
     "event_run",
     "simulate_event",
     "spine",
@@ -121,6 +123,8 @@ class _Engine:
         self.frontier = 0
         self.drafts = 0                      # drafts present at frontier, frontier + 1, ...
         self.window_start = 0
+        self.origin = 0                      # the frontier at the last restart: windows start
+        #                                      at origin, origin + k, ... (acceptance laws)
         self.drafting: _Draft | None = None
         self.drafter_first = fresh
         self.server_first = [fresh or s > used for s in range(sp_degree)]
@@ -254,7 +258,7 @@ class _Engine:
         for task in [t for t in self.tasks if not t.frontier]:
             self.preempt(task)
         self.queue.clear()
-        self.window_start = self.frontier
+        self.window_start = self.origin = self.frontier
         self.start_drafting()
 
     # -- event loop
@@ -436,15 +440,165 @@ def _unit_mode(p: SimParams) -> bool:
     return p.target_first is None and p.drafter_first is None
 
 
-class _SpineTable:
-    """Spines of one configuration by restart state, computed a family at a time."""
+def _fast_eligible(p: SimParams) -> bool:
+    """The configurations whose spines `_spine_family` builds from one run (below): no prefill,
+    independent servers, FIFO, ``SP >= 2`` (server 0 reserved for the frontier task)."""
+    return (_unit_mode(p) and p.contention is None and p.queue != "lifo"
+            and p.sp_degree is not None and p.sp_degree >= 2)
 
-    def __init__(self, p: SimParams) -> None:
+
+class _RecordingEngine(_Engine):
+    """`_Engine` that records, per window (by its first position), when its verification task
+    was submitted and when it started."""
+
+    submitted: dict[int, int | float]
+    started: dict[int, int | float]
+
+    def submit(self, first: int, last: int, frontier: bool) -> None:
+        if not frontier:
+            self.submitted.setdefault(first, self.now)
+        super().submit(first, last, frontier)
+
+    def run_on(self, queued: _Task, server: int) -> None:
+        if not queued.frontier:
+            self.started.setdefault(queued.first, self.now)
+        super().run_on(queued, server)
+
+
+def _lite_clone(engine: _Engine, n: int) -> _Engine:
+    """A plain `_Engine` copy of ``engine``'s state with budget ``n`` and no commits yet (its
+    commits are the ones after the copy)."""
+    new = object.__new__(_Engine)
+    new.__dict__.update(engine.__dict__)
+    new.n = n
+    new.tasks = list(engine.tasks)
+    new.queue = deque(engine.queue)
+    new.busy = list(engine.busy)
+    new.server_first = list(engine.server_first)
+    new.supplied = set(engine.supplied)
+    new.commits = []
+    return new
+
+
+@dataclass(frozen=True, eq=False)
+class _SpineFamily:
+    """The spines from a restart for every budget ``R = 1 … max_left``, as rows that share a
+    prefix with one *base* spine: spine ``R`` commits position ``i`` at
+    ``base[i]`` for ``i < prefix[R − 1]`` and at ``tails[R − 1][i − prefix[R − 1]]`` after.
+
+    Unit mode only (no prefill): the servers used are not tracked.
+    """
+
+    base: NDArray[Any]
+    prefix: list[int]
+    tails: list[NDArray[Any]]
+    complete: list[bool]
+    scale: int
+    exact: bool
+
+    def ticks(self, left: int) -> NDArray[Any]:
+        tail = self.tails[left - 1]
+        head = self.base[: self.prefix[left - 1]]
+        return np.concatenate([head, tail]) if tail.size else head
+
+    def spine(self, left: int) -> Spine:
+        ticks = self.ticks(left)
+        return Spine(ticks, np.zeros(len(ticks), dtype=np.int64), self.complete[left - 1],
+                     self.scale, self.exact)
+
+
+def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
+    """The spines of `spines` (equal to them, tick for tick: tests/test_sim_acceptance_law.py),
+    from one run instead of one run per budget, for `_fast_eligible` configurations.
+
+    As in `spines`, one run with budget ``max_left + 1`` (the *base*) is held at the instant
+    the drafter completes position ``R − 1``; budget ``R`` changes the run only from there: its
+    last window ``W = [w, R − 1]`` is submitted at once (shortened) and the drafter stops. The
+    spine for ``R`` is the base's first ``R`` commits when
+
+    * ``R − w = k``: the base submits its window at the same instant, so ``W`` starts when
+      the base's window does; or
+    * the base's window at ``w`` waited in the queue (started after it was submitted): with
+      ``SP >= 2`` only verification tasks use servers ``1 … SP − 1`` and the queue is FIFO, so
+      no server was free for ``W`` before, and ``W`` starts when the base's window does.
+
+    Either way ``W`` and the base's window run on the same server over the same interval (a
+    verification costs ``v`` whatever its length), every earlier task and the frontier task are
+    the same, and the tasks the base submits later queue behind ``W``. Any other budget is run
+    from a copy of the held state, as `spines` does; its commits are kept only where they
+    differ from the base's. A base that stops first (a bonus) gives its commits to every
+    larger budget, as in `spines`.
+    """
+    assert p.sp_degree is not None and _fast_eligible(p)
+    costs = _Costs.of(p)
+    k = p.lookahead
+    base = _RecordingEngine(max_left + 1, k, p.sp_degree, costs, False, False, 0,
+                            lambda _: True, True)
+    base.submitted, base.started = {}, {}
+    base.start()
+    held: dict[int, tuple[_Engine, int, int, bool]] = {}   # R -> (copy, commits, w, boundary)
+    whole_from = max_left + 1         # budgets from here on get the stopped base's commits
+    for left in range(1, max_left + 1):
+        while not (base.stopped or base.done) and base.step(hold_draft=left - 1):
+            pass
+        if base.stopped or base.done:
+            whole_from = left
+            break
+        held[left] = (_lite_clone(base, left), len(base.commits), base.window_start,
+                      left - base.window_start >= k)
+    while not (base.stopped or base.done):
+        base.step()
+    raw = base.commits
+    dtype = np.int64 if isinstance(raw[0][0] if raw else 0, int) else np.float64
+    ticks = np.array([r[0] for r in raw], dtype=dtype)
+    first_bonus = next((i for i, r in enumerate(raw) if r[2] == "bonus"), len(raw))
+    empty = ticks[:0]
+    prefix: list[int] = []
+    tails: list[NDArray[Any]] = []
+    complete: list[bool] = []
+    for left in range(1, max_left + 1):
+        if left >= whole_from:
+            prefix.append(len(raw))
+            tails.append(empty)
+            complete.append(not raw or raw[-1][2] != "bonus")
+            continue
+        copy_, offset, w, boundary = held[left]
+        queued = w in base.started and base.started[w] > base.submitted[w]
+        if (boundary or queued) and first_bonus >= left and len(raw) >= left:
+            prefix.append(left)
+            tails.append(empty)
+            complete.append(True)
+            continue
+        own = copy_.finish()
+        own_ticks = np.array([r[0] for r in own], dtype=dtype)
+        same = offset
+        while (same - offset < len(own) and same < len(raw)
+               and own_ticks[same - offset] == ticks[same]):
+            same += 1
+        prefix.append(same)
+        tails.append(own_ticks[same - offset:])
+        last_kind = own[-1][2] if own else (raw[offset - 1][2] if offset else "accepted")
+        complete.append(last_kind != "bonus")
+    return _SpineFamily(ticks, prefix, tails, complete, costs.scale, p.exact)
+
+
+class _SpineTable:
+    """Spines of one configuration by restart state, computed a family at a time
+    (``reference``: always by `spines`, never by `_spine_family`)."""
+
+    def __init__(self, p: SimParams, *, reference: bool = False) -> None:
         self.p, self.unit = p, _unit_mode(p)
         self.families: dict[int, list[Spine]] = {}
         self.start: Spine | None = None
+        self.fast = None if reference or not _fast_eligible(p) else \
+            _spine_family(p, p.n_tokens)
+        self.built: dict[int, Spine] = {}
 
     def get(self, left: int, used: int, fresh: bool) -> Spine:
+        if self.fast is not None:
+            if left not in self.built:
+                self.built[left] = self.fast.spine(left)
+            return self.built[left]
         if fresh and not self.unit:
             assert left == self.p.n_tokens
             if self.start is None:
@@ -456,19 +610,88 @@ class _SpineTable:
         return self.families[used][left - 1]
 
 
-def dsi_event_exact(p: SimParams) -> Num:
-    """Exact ``E[T_DSI]`` of the event model (a ``Fraction`` for rational inputs).
+# -- the law of the first rejection ---------------------------------------------------------------
 
-    Dynamic programming over restart states ``(tokens left, servers used)`` (module docstring).
+@dataclass(frozen=True)
+class _Windows:
+    """The survival function ``S(i) = q^⌊i/K⌋ T(i mod K)`` of the drafts accepted after a
+    restart (`dsi_ref.sim.acceptance`), as numbers or as arrays over a grid of rates: period
+    ``K``, ``q = P(L = K)``, ``ell[j] = P(L = j)`` and ``at_least[j] = P(L >= j)`` for
+    ``j < K``. The rate ``a`` is ``K = 1``, ``q = a``, ``ell = (1 − a,)``."""
 
-    >>> dsi_event_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1,
-    ...                           n_tokens=2, model="event", sp_degree=2))
+    period: int
+    q: Any
+    ell: tuple[Any, ...]
+    at_least: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, p: SimParams) -> _Windows:
+        exact = p.exact
+        if p.acceptance is None:
+            a: Num = Fraction(p.rate) if exact else float(p.rate)
+            return cls(1, a, (1 - a,), (a ** 0,))
+        law = p.acceptance
+        def conv(x: Num) -> Num:
+            return Fraction(x) if exact else float(x)
+        return cls(law.k, conv(law.full), tuple(conv(x) for x in law.probabilities[:-1]),
+                   tuple(conv(law.at_least(j)) for j in range(law.k)))
+
+    @classmethod
+    def rates(cls, a_values: NDArray[np.float64]) -> _Windows:
+        a = np.asarray(a_values, float)
+        return cls(1, a, (1 - a,), (np.ones_like(a),))
+
+    def weight(self, i: int) -> Any:
+        """``P(G = i)``: the first rejection is draft ``i``."""
+        return self.q ** (i // self.period) * self.ell[i % self.period]
+
+    def survival(self, i: int) -> Any:
+        """``S(i) = P(G >= i)``."""
+        return self.q ** (i // self.period) * self.at_least[i % self.period]
+
+    def draw(self, size: int, cap: int, rng: np.random.Generator) -> NDArray[np.int64]:
+        """``size`` draws of ``G`` (capped at ``cap``): full windows are geometric, then the
+        accepted length of the first window that is not full."""
+        q = float(self.q)
+        if q >= 1:
+            return np.full(size, cap, dtype=np.int64)
+        full = np.zeros(size, dtype=np.int64) if q <= 0 else \
+            rng.geometric(1 - q, size=size).astype(np.int64) - 1
+        if self.period == 1:
+            partial = np.zeros(size, dtype=np.int64)
+        else:
+            probs = np.array([float(x) for x in self.ell]) / (1 - q)
+            partial = rng.choice(self.period, size=size, p=probs / probs.sum()).astype(np.int64)
+        drawn: NDArray[np.int64] = np.minimum(full * self.period + partial, cap)
+        return drawn
+
+
+# -- exact expectations ----------------------------------------------------------------------------
+
+def dsi_event_exact_reference(p: SimParams) -> Num:
+    """Exact ``E[T_DSI]`` of the event model by the direct dynamic programme (the reference the
+    fast path `dsi_event_exact` is tested against): over restart states ``(tokens left,
+    servers used)``, one spine per state from `spines`, ``O(N²)`` per configuration.
+
+    >>> dsi_event_exact_reference(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2),
+    ...                                     lookahead=1, n_tokens=2, model="event",
+    ...                                     sp_degree=2))
     Fraction(7, 4)
     """
     exact = p.exact
-    a: Num = Fraction(p.a) if exact else float(p.a)
     unit = _unit_mode(p)
-    table = _SpineTable(p)
+    table = _SpineTable(p, reference=True)
+    if p.acceptance is None:
+        a: Num = Fraction(p.rate) if exact else float(p.rate)
+
+        def weight(i: int) -> Num:
+            return a ** i * (1 - a)
+
+        def surv(i: int) -> Num:
+            return a ** i
+    else:
+        windows = _Windows.of(p)
+        weight, surv = windows.weight, windows.survival
 
     @cache
     def value(left: int, used: int, fresh: bool) -> Num:
@@ -480,26 +703,106 @@ def dsi_event_exact(p: SimParams) -> Num:
             i = cm.position
             nxt = value(left - i - 1, 0 if unit else cm.used, False)
             if cm.kind == "bonus":
-                return total + a ** i * (cm.time + nxt)
-            total += a ** i * (1 - a) * (cm.time + nxt)
-        return total + a ** left * commits[-1].time
+                return total + surv(i) * (cm.time + nxt)
+            total += weight(i) * (cm.time + nxt)
+        return total + surv(left) * commits[-1].time
 
     return value(p.n_tokens, 0, True)
 
 
-def dsi_event_grid(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Exact ``E[T_DSI]`` (floats) of the event model for every ``a`` in ``a_values`` at once
-    (the spines do not depend on ``a``); ``p.a`` is ignored.
+def _family_dp(family: _SpineFamily, n: int, windows: _Windows, exact: bool) -> Any:
+    """``E(n)`` (in ticks) from the spines of ``family``, for ``windows`` (numbers or arrays).
 
-    The same dynamic programme as `dsi_event_exact`, solved for tokens left ``1, 2, ..., N``
-    with numpy over the spine and over ``a``.
+    With ``r_i = P(G = i)`` and spine ``R`` = ``τ_0 … τ_{m−1}``::
+
+        E(R) = Σ_{i<m'} r_i (τ_i + E(R − 1 − i)) + [complete] S(R) τ_{R−1}
+                                                + [bonus at m − 1] S(m − 1) (τ_{m−1} + E(R − m))
+
+    (``m' = m`` when complete, ``m − 1`` otherwise). The sums over a prefix shared with the base
+    spine are prefix sums of ``r_i τ_i``; for a complete spine the continuation is
+    ``Σ_{j<K} ell_j V(R − 1 − j)`` with ``V(x) = E(x) + q V(x − K)``. Every term is ``>= 0``: the
+    float path has no cancellation.
     """
+    period = windows.period
+    if exact:
+        zero: Any = Fraction(0)
+        weights: Any = [windows.weight(i) for i in range(n + 1)]
+        survival: Any = [windows.survival(i) for i in range(n + 1)]
+        base: Any = [int(t) for t in family.base]
+        value: Any = [zero] * (n + 1)
+        carried: Any = [zero] * (n + 1)      # V
+
+        def dot(lo: int, hi: int, rows: Any) -> Any:
+            return sum((weights[i] * rows[i - lo] for i in range(lo, hi)), zero)
+    else:
+        zero = np.zeros_like(np.atleast_1d(np.asarray(windows.q, float)))
+        weights = np.array([windows.weight(i) * np.ones_like(zero) for i in range(n + 1)])
+        survival = np.array([windows.survival(i) * np.ones_like(zero) for i in range(n + 1)])
+        base = family.base.astype(float)
+        value = np.zeros((n + 1, zero.size))
+        carried = np.zeros((n + 1, zero.size))
+
+        def dot(lo: int, hi: int, rows: Any) -> Any:
+            rows = np.asarray(rows, float)
+            if rows.ndim == 1:
+                rows = rows[:, None]
+            return (weights[lo:hi] * rows).sum(axis=0)
+    prefix_sum = [zero]
+    for i in range(min(len(base), n)):
+        prefix_sum.append(prefix_sum[-1] + weights[i] * base[i])
+    for left in range(1, n + 1):
+        start = family.prefix[left - 1]
+        tail = [int(t) for t in family.tails[left - 1]] if exact else \
+            family.tails[left - 1].astype(float)
+        m = start + len(tail)
+        done = m if family.complete[left - 1] else m - 1
+        last = base[m - 1] if m - 1 < start else tail[m - 1 - start]
+        total = prefix_sum[min(start, done)]
+        if done > start:
+            total = total + dot(start, done, tail[: done - start])
+        if family.complete[left - 1]:
+            total = total + survival[left] * last
+            for j in range(min(period, left)):
+                total = total + windows.ell[j] * carried[left - 1 - j]
+        else:
+            total = total + dot(0, done, [value[left - 1 - i] for i in range(done)]) \
+                + survival[m - 1] * (last + value[left - m])
+        value[left] = total
+        carried[left] = total + (windows.q * carried[left - period] if left >= period else zero)
+    return value[n]
+
+
+def dsi_event_exact(p: SimParams) -> Num:
+    """Exact ``E[T_DSI]`` of the event model (a ``Fraction`` for rational inputs).
+
+    Dynamic programming over restart states ``(tokens left, servers used)`` (module docstring).
+    For `_fast_eligible` configurations (no prefill, independent servers, FIFO, ``SP >= 2``)
+    the spines come from `_spine_family` and the programme runs in ``O(N K)`` beyond the spines'
+    own tails (`_family_dp`); otherwise it is `dsi_event_exact_reference`. The two are equal
+    (exactly for ``Fraction``s: tests/test_sim_acceptance_law.py).
+
+    >>> dsi_event_exact(SimParams("dsi", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1,
+    ...                           n_tokens=2, model="event", sp_degree=2))
+    Fraction(7, 4)
+    """
+    if not _fast_eligible(p):
+        return dsi_event_exact_reference(p)
+    family = _spine_family(p, p.n_tokens)
+    ticks = _family_dp(family, p.n_tokens, _Windows.of(p), p.exact)
+    if p.exact:
+        return Fraction(ticks) / family.scale
+    return float(np.asarray(ticks, float).ravel()[0]) / family.scale
+
+
+def dsi_event_grid_reference(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """`dsi_event_grid` by the direct programme (its reference): tokens left ``1, 2, …, N``
+    with numpy over the spine and over ``a``, one spine per state from `spines`."""
     a = np.asarray(a_values, float)
     n = p.n_tokens
     unit = _unit_mode(p)
     assert p.sp_degree is not None
     states = 1 if unit else p.sp_degree
-    table = _SpineTable(p)
+    table = _SpineTable(p, reference=True)
     power = a[None, :] ** np.arange(n + 1)[:, None]             # a^i, shape (N + 1, len(a))
     value = np.zeros((n + 1, states, a.size))
 
@@ -523,11 +826,55 @@ def dsi_event_grid(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.fl
     return solve(n, 0, True)
 
 
+def dsi_event_grid(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Exact ``E[T_DSI]`` (floats) of the event model for every ``a`` in ``a_values`` at once
+    (the spines do not depend on ``a``); ``p.a`` and ``p.acceptance`` are ignored.
+
+    `_fast_eligible` configurations: the spines of `_spine_family` and `_family_dp` over the
+    array of rates (every term ``>= 0``, so it agrees with `dsi_event_grid_reference` to float
+    rounding, within ``1e-12`` relative: tests/test_sim_acceptance_law.py); others: the
+    reference.
+    """
+    if not _fast_eligible(p):
+        return dsi_event_grid_reference(p, a_values)
+    family = _spine_family(p, p.n_tokens)
+    ticks = _family_dp(family, p.n_tokens, _Windows.rates(a_values), exact=False)
+    result: NDArray[np.float64] = np.asarray(ticks, float) / family.scale
+    return result
+
+
+# -- Monte Carlo -----------------------------------------------------------------------------------
+
+class _WindowDecider:
+    """Acceptances drawn per window from a law: the draft at offset ``j`` of its window (counted
+    from the last restart, ``origin``) is accepted iff ``L > j``, ``L`` drawn once per window."""
+
+    def __init__(self, p: SimParams, rng: np.random.Generator) -> None:
+        law = p.law
+        self.k, self.rng = law.k, rng
+        self.probs = np.array([float(x) for x in law.probabilities])
+        self.probs = self.probs / self.probs.sum()
+        self.drawn: dict[tuple[int, int], int] = {}
+
+    def __call__(self, position: int, origin: int) -> bool:
+        window, offset = divmod(position - origin, self.k)
+        key = (origin, window)
+        if key not in self.drawn:
+            self.drawn[key] = int(self.rng.choice(self.k + 1, p=self.probs))
+        return self.drawn[key] > offset
+
+
 def event_run(p: SimParams, rng: np.random.Generator) -> list[Commit]:
-    """One run of the event model with Bernoulli(``a``) acceptances drawn from ``rng`` (one
-    uniform per verified draft, in commit order)."""
-    a = float(p.a)
-    return _engine(p, p.n_tokens, True, 0, lambda _: bool(rng.random() < a), False).run()
+    """One run of the event model with acceptances drawn from ``rng``: with a rate ``a``, one
+    uniform per verified draft, in commit order; with a law (``p.acceptance``), one accepted
+    length per window, when its first draft is decided (`_WindowDecider`)."""
+    if p.acceptance is None:
+        a = float(p.rate)
+        return _engine(p, p.n_tokens, True, 0, lambda _: bool(rng.random() < a), False).run()
+    decider = _WindowDecider(p, rng)
+    engine = _engine(p, p.n_tokens, True, 0, lambda _: True, False)
+    engine.decide = lambda position: decider(position, engine.origin)
+    return engine.run()
 
 
 def simulate_event(p: SimParams, n_repeats: int, rng: np.random.Generator) -> NDArray[np.float64]:
@@ -535,11 +882,13 @@ def simulate_event(p: SimParams, n_repeats: int, rng: np.random.Generator) -> ND
 
     Each run is a sequence of restarts; from a restart state the exit (first rejection or
     bonus) is drawn for all runs in that state at once from the spine's exit law. Randomness:
-    per round, one vector of geometric ``G`` draws for the runs still going.
+    per round, one vector of ``G`` draws for the runs still going (a rate: geometric; a law:
+    `_Windows.draw`).
     """
     n = p.n_tokens
     unit = _unit_mode(p)
-    a = float(p.a)
+    windows = None if p.acceptance is None else _Windows.of(p)
+    a = 0.0 if windows is not None else float(p.rate)
     table = _SpineTable(p)
     latency = np.zeros(n_repeats)
     left = np.full(n_repeats, n, dtype=np.int64)
@@ -549,7 +898,9 @@ def simulate_event(p: SimParams, n_repeats: int, rng: np.random.Generator) -> ND
         live = np.flatnonzero(left > 0)
         if live.size == 0:
             return latency
-        if a >= 1:
+        if windows is not None:
+            g = windows.draw(live.size, n, rng)
+        elif a >= 1:
             g = np.full(live.size, n, dtype=np.int64)
         elif a <= 0:
             g = np.zeros(live.size, dtype=np.int64)

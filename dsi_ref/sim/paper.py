@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .acceptance import AcceptanceLaw
 from .params import Num, SimParams
 
 __all__ = ["dsi_paper_exact", "dsi_paper_grid", "nonsi_exact", "segment_charges",
@@ -56,8 +57,10 @@ def si_exact(p: SimParams) -> Num:
     >>> si_exact(SimParams("si", c=Fraction(1, 2), a=Fraction(1, 2), lookahead=1, n_tokens=2))
     Fraction(2, 1)
     """
+    if p.acceptance is not None:
+        return _si_exact_law(p)
     zero = _zero(p)
-    c, a, k, n, v = p.c + zero, p.a + zero, p.lookahead, p.n_tokens, p.verify + zero
+    c, a, k, n, v = p.c + zero, p.rate + zero, p.lookahead, p.n_tokens, p.verify + zero
     ak = a ** k
     e = [zero] * (n + 1)
     w = zero
@@ -74,7 +77,7 @@ def segment_charges(p: SimParams) -> list[Num]:
     ``C(r) = Σ_{g<r} a^g (1−a) min(D(g, r) c + 1, g + 1) + a^r min(r c + 1, r + 1)``.
     """
     zero = _zero(p)
-    c, a, k, n = p.c + zero, p.a + zero, p.lookahead, p.n_tokens
+    c, a, k, n = p.c + zero, p.rate + zero, p.lookahead, p.n_tokens
     prefix = [zero]  # prefix[L] = Σ_{g<L} a^g (1−a) min((⌊g/k⌋+1) k c + 1, g + 1)
     power = [zero + 1]
     for g in range(n):
@@ -95,10 +98,83 @@ def dsi_paper_exact(p: SimParams) -> Num:
     ...                             n_tokens=2))
     Fraction(7, 4)
     """
+    if p.acceptance is not None:
+        return _dsi_paper_exact_law(p)
     charges = segment_charges(p)
     n = p.n_tokens
-    total = charges[n - 1] + (1 - (p.a + _zero(p))) * sum(charges[: n - 1], _zero(p))
+    total = charges[n - 1] + (1 - (p.rate + _zero(p))) * sum(charges[: n - 1], _zero(p))
     return total + p.prefill_extra(drafter=n >= 2)
+
+
+# -- a law of accepted lengths per window (dsi_ref.sim.acceptance) --------------------------------
+
+def _si_exact_law(p: SimParams) -> Num:
+    """Exact ``E[T_SI]`` with a law of accepted lengths per window, ``O(N k)``.
+
+    An iteration with ``L`` tokens left drafts one window cut to ``m = min(k, L − 1)`` drafts,
+    costs ``m c + v`` (1 without drafts) and commits ``min(L_w, m) + 1`` tokens, ``L_w`` drawn
+    from the law: ``E(L) = m c + v + Σ_{j<=m} P(min(L_w, m) = j) E(L − 1 − j)``. With the law
+    of ``k`` drafts whole, an iteration commits ``E[min(L_w, k) + 1]`` tokens for ``k c + v``
+    (`AcceptanceLaw.mean_committed`).
+    """
+    law = p.law
+    zero = _zero(p)
+    c, n, v = p.c + zero, p.n_tokens, p.verify + zero
+    laws = [tuple(x + zero for x in law.truncated(m)) for m in range(law.k + 1)]
+    e = [zero] * (n + 1)
+    for left in range(1, n + 1):
+        m = min(p.lookahead, left - 1)
+        e[left] = m * c + (v if m else 1) + sum(
+            (prob * e[left - 1 - j] for j, prob in enumerate(laws[m])), zero)
+    return e[n] + p.prefill_extra(drafter=n >= 2)
+
+
+def _dsi_paper_exact_law(p: SimParams) -> Num:
+    """Exact ``E[T_DSI]`` of the paper model with a law of accepted lengths per window,
+    ``O(N²)``: the per-token renewal of `dsi_paper_exact` needs a memoryless ``G``; here ``G``
+    (drafts accepted from the segment's start, windows aligned there) has ``P(G = g) =
+    q^⌊g/k⌋ P(L = g mod k)``, and with ``F(r)`` = the expected rest of the run from a segment
+    allowed ``r`` drafts::
+
+        F(r) = Σ_{g<r} P(G = g) [min(D(g, r) c + 1, g + 1) + F(r − g − 1)]
+               + P(G >= r) min(r c + 1, r + 1),    D(g, r) = min((⌊g/k⌋ + 1) k, r)
+
+    ``E[T_DSI] = F(N − 1)`` (plus the prefill).
+    """
+    law = p.law
+    zero = _zero(p)
+    c, k, n = p.c + zero, p.lookahead, p.n_tokens
+    q = law.full + zero
+    ell = [x + zero for x in law.probabilities[:-1]]
+    weight = [q ** (g // k) * ell[g % k] for g in range(n)]
+    surv = [law.survival(r) + zero for r in range(n)]
+    f = [zero] * n
+    for r in range(n):
+        total = surv[r] * min(r * c + 1, r + 1)
+        for g in range(r):
+            drafts = min((g // k + 1) * k, r)
+            total += weight[g] * (min(drafts * c + 1, g + 1) + f[r - g - 1])
+        f[r] = total
+    return f[n - 1] + p.prefill_extra(drafter=n >= 2)
+
+
+def _draw_first_rejection(law: AcceptanceLaw, size: int, rng: np.random.Generator,
+                          one_window: bool) -> NDArray[Any]:
+    """``G`` drawn from a window law: SI (``one_window``) draws one window's ``L``; the paper
+    model's DSI counts full windows (geometric in ``q``) plus the first window that is not."""
+    probs = np.array([float(x) for x in law.probabilities])
+    probs = probs / probs.sum()
+    if one_window:
+        drawn: NDArray[Any] = rng.choice(law.k + 1, size=size, p=probs).astype(np.int64)
+        return drawn
+    q = float(probs[-1])
+    if q >= 1:
+        return np.full(size, np.iinfo(np.int64).max // 4, dtype=np.int64)
+    full = np.zeros(size, dtype=np.int64) if q <= 0 else \
+        rng.geometric(1 - q, size=size).astype(np.int64) - 1
+    partial = rng.choice(law.k, size=size, p=probs[:-1] / probs[:-1].sum()).astype(np.int64)
+    result: NDArray[Any] = full * law.k + partial
+    return result
 
 
 # -- vectorised over a grid (floats) ---------------------------------------------------------------
@@ -180,16 +256,18 @@ def simulate_paper(p: SimParams, n_repeats: int, rng: np.random.Generator) -> Fl
     Randomness: one vector of ``G`` draws per SI iteration / DSI segment, for the runs still
     going, in that order.
     """
-    n, k, c, a = p.n_tokens, p.lookahead, float(p.c), float(p.a)
+    n, k, c = p.n_tokens, p.lookahead, float(p.c)
     cost = np.zeros(n_repeats)
     if p.algorithm == "nonsi":
         return cost + float(nonsi_exact(p))
+    law = p.acceptance
     done = np.zeros(n_repeats, dtype=np.int64)  # tokens generated
     while True:
         live = np.flatnonzero(done < n)
         if live.size == 0:
             break
-        g = _accepted_before_rejection(a, live.size, rng)
+        g = _accepted_before_rejection(float(p.rate), live.size, rng) if law is None else \
+            _draw_first_rejection(law, live.size, rng, p.algorithm == "si")
         left = n - done[live]
         if p.algorithm == "si":
             m = np.minimum(k, left - 1)

@@ -18,6 +18,7 @@ from typing import Literal, TypeAlias
 
 from ..base.errors import InsufficientServersError, InvalidParameterError
 from ..base.validate import check_int, check_number
+from .acceptance import AcceptanceLaw, as_acceptance_law
 
 __all__ = ["ALGORITHMS", "MODELS", "Algorithm", "Contention", "InsufficientServersError",
            "Model", "Num", "SimParams", "is_exact", "required_servers"]
@@ -126,7 +127,8 @@ class SimParams:
     Args:
         algorithm: ``"nonsi"``, ``"si"`` or ``"dsi"``.
         c: drafter forward cost (target forward = 1), ``> 0``.
-        a: acceptance rate, ``0 <= a <= 1``.
+        a: acceptance rate, ``0 <= a <= 1`` (i.i.d. per draft); ``None`` when ``acceptance``
+            gives a law instead.
         lookahead: ``k``, drafts per verification, ``>= 1``; ignored for ``nonsi``.
         n_tokens: ``N >= 1``.
         model: ``"paper"`` (official offline simulator) or ``"event"`` (docs/dsi-semantics.md).
@@ -144,11 +146,14 @@ class SimParams:
             forwards and the event model's frontier tasks 1. ``None`` = 1 (the paper's
             assumption). Not for the paper model's DSI, whose segments charge no forward of
             their own.
+        acceptance: instead of ``a``, the law of accepted lengths per window of ``lookahead``
+            drafts (`dsi_ref.sim.acceptance.AcceptanceLaw`, or a mapping ``{length:
+            probability}``); exactly one of ``a`` and ``acceptance`` is given.
     """
 
     algorithm: Algorithm
     c: Num
-    a: Num
+    a: Num | None
     lookahead: int
     n_tokens: int
     model: Model = "paper"
@@ -158,6 +163,7 @@ class SimParams:
     drafter_first: Num | None = None
     contention: Contention | None = None
     verify_cost: Num | None = None
+    acceptance: AcceptanceLaw | None = None
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -166,8 +172,19 @@ class SimParams:
         if self.model not in MODELS:
             raise InvalidParameterError(f"model must be one of {MODELS}, got {self.model!r}")
         check_number("c", self.c, positive=True)
-        check_number("acceptance rate a", self.a, low=0, high=1)
         object.__setattr__(self, "lookahead", check_int("lookahead", self.lookahead))
+        if (self.a is None) == (self.acceptance is None):
+            raise InvalidParameterError("give exactly one of the acceptance rate a and the law "
+                                        f"acceptance=, got a={self.a!r}, "
+                                        f"acceptance={self.acceptance!r}")
+        if self.acceptance is None:
+            check_number("acceptance rate a", self.a, low=0, high=1)
+        else:
+            # non-SI never drafts: its law is checked but its window size is not the lookahead
+            given: object = self.acceptance
+            k = given.k if isinstance(given, AcceptanceLaw) and self.algorithm == "nonsi" \
+                else self.lookahead
+            object.__setattr__(self, "acceptance", as_acceptance_law(given, k))
         object.__setattr__(self, "n_tokens", check_int("n_tokens", self.n_tokens))
         check_number("target_first", self.target_first, positive=True, allow_none=True)
         check_number("drafter_first", self.drafter_first, positive=True, allow_none=True)
@@ -200,8 +217,25 @@ class SimParams:
     @property
     def exact(self) -> bool:
         """True when every number is rational (results are then exact ``Fraction``s)."""
-        return self.contention is None and is_exact(self.c, self.a, self.target_first,
-                                                    self.drafter_first, self.verify_cost)
+        law_exact = self.acceptance is None or self.acceptance.exact
+        return self.contention is None and law_exact and is_exact(
+            self.c, self.a, self.target_first, self.drafter_first, self.verify_cost)
+
+    @property
+    def rate(self) -> Num:
+        """``a``, the i.i.d. acceptance rate (`InvalidParameterError` when a law was given)."""
+        if self.a is None:
+            raise InvalidParameterError("this configuration gives a law of accepted lengths, "
+                                        "not a rate a")
+        return self.a
+
+    @property
+    def law(self) -> AcceptanceLaw:
+        """The law of accepted lengths per window of ``lookahead`` drafts (`AcceptanceLaw.iid`
+        of ``a`` when a rate was given)."""
+        if self.acceptance is not None:
+            return self.acceptance
+        return AcceptanceLaw.iid(self.rate, self.lookahead)
 
     @property
     def verify(self) -> Num:
