@@ -36,7 +36,7 @@ from ..decoders.tree import (
     role,
     tree_speculative,
 )
-from ..decoders.verification import RejectionSampling, argmax, residual
+from ..decoders.verification import BlockVerification, RejectionSampling, argmax, residual
 from .exact import Witness
 from .laws import check_lossless
 from .schedulers import witness_summary
@@ -453,6 +453,77 @@ MUTANTS.update({m.name: m for m in (
            "tree_speculative"),
     Mutant("tree-point-mass-soft-q", "top-k (point-mass) children verified against the soft q",
            _with_tree_rule(_PointMassSoftQ()), "tree_speculative"),
+)})
+
+# -- block verification with one step wrong (issue #14, item 5) ---------------------------------
+# Each overrides one step of `BlockVerification` and runs the correct `speculative` with it.
+
+
+class _BlockTokenTest(BlockVerification):
+    """Block verification that keeps the token-level machinery: the coin for accepting ``x_≤i``
+    is the token-level ``min(1, p_i(x_i)/q_i(x_i))`` of the last draft alone, scanned from the
+    longest prefix down, and the correction is the unadjusted ``(p − q)+``.
+    vllm-project/vllm-ascend #7807 (fixed by #7808): "uses the same acceptance criteria as the
+    token-wise algorithm and does not adjust the distribution according to the correct formula"
+    — and #7603: ``cumprod(p/q)`` thresholds that are not the paper's ``h_i``."""
+
+    def select(self, weights: Sequence[Number], target_rows: Sequence[Sequence[Number]],
+               draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
+               context: tuple[int, ...]) -> int:
+        for i in range(len(drafts), 0, -1):
+            x = drafts[i - 1]
+            ratio = target_rows[i - 1][x] / draft_rows[i - 1][x]
+            accepted = context + tuple(drafts[:i])
+            if rng.bernoulli(ratio if ratio < 1 else 1, key=("block", len(accepted), accepted)):
+                return i  # BUG: the token-level test, and a later prefix after a failed one
+        return 0
+
+    def correction(self, weight: Number, target_row: Sequence[Number],
+                   draft_row: Sequence[Number], rng: Randomness, context: tuple[int, ...]) -> int:
+        return super().correction(1, target_row, draft_row, rng, context)  # BUG: (p − q)+
+
+
+class _BlockUnadjustedResidual(BlockVerification):
+    """Block verification with the paper's acceptance but the token-level residual
+    ``(p − q)+`` instead of ``(w_τ · p − q)+``: the second half of vllm-ascend #7807, the
+    residual that vllm-ascend #15673 had to port as ``max(p_τ · M_b − M_s, 0)``."""
+
+    def correction(self, weight: Number, target_row: Sequence[Number],
+                   draft_row: Sequence[Number], rng: Randomness, context: tuple[int, ...]) -> int:
+        return super().correction(1, target_row, draft_row, rng, context)  # BUG: w_τ ignored
+
+
+class _BlockStopsAtFirstFailure(BlockVerification):
+    """Block verification scanned from the shortest prefix up, stopping at the first failed
+    coin: the natural "accept while the test passes" loop of token-level code, with the block's
+    ``h_i``. Not an equivalent mutant: ``h_i`` is the probability of stopping at ``i`` *given*
+    that every longer prefix was refused (Sun et al., Algorithm 2 draws ``η_m`` first), so
+    reading it as "continue past ``i``" changes the law of ``τ`` (exact TV 0.02–0.21 on random
+    V = 3 chains of 3 drafts)."""
+
+    def select(self, weights: Sequence[Number], target_rows: Sequence[Sequence[Number]],
+               draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
+               context: tuple[int, ...]) -> int:
+        m = len(drafts)
+        for i in range(1, m + 1):  # BUG: shortest prefix first, stop at the first failure
+            h = self.stop_probability(weights[i], target_rows[i] if i < m else None,
+                                      draft_rows[i] if i < m else None)
+            accepted = context + tuple(drafts[:i])
+            if not rng.bernoulli(h, key=("block", len(accepted), accepted)):
+                return i - 1
+        return m
+
+
+MUTANTS.update({m.name: m for m in (
+    Mutant("block-token-test", "block verification with the token-level acceptance test and an "
+           "unadjusted residual (vllm-ascend #7807)", _with_rule(_BlockTokenTest()),
+           "speculative"),
+    Mutant("block-unadjusted-residual", "block verification whose correction ignores the "
+           "accepted prefix's weight: (p - q)+ instead of (w p - q)+",
+           _with_rule(_BlockUnadjustedResidual()), "speculative"),
+    Mutant("block-stops-at-first-failure", "block verification scanned from the shortest prefix, "
+           "stopping at the first failed coin", _with_rule(_BlockStopsAtFirstFailure()),
+           "speculative"),
 )})
 
 #: Equivalent mutants: variations that look like bugs but do not change the output law (the
