@@ -108,8 +108,12 @@ def test_zoo_mutants_stay_lossy_on_float_models_far_above_the_tolerance(name: st
     assert kill is not None, f"{name} passes the exact audit on float models"
     if kill.tv_distance is not None:  # (else: caught by a schedule-dependence witness)
         tolerance = default_float_tolerance(64, 3)  # more choices than a hunt's path makes
-        assert kill.tv_distance > 10**5 * tolerance, str(kill)
-        assert kill.tv_distance > F(1, 100), str(kill)  # the figure the docstring quotes
+        # the figures default_float_tolerance's docstring quotes: every mutant at TV > 0.005 and
+        # 10^4 times the tolerance; all but the subtlest (a block verifier whose residual ignores
+        # the accepted prefix's weight: TV 6e-3 on float parity) at TV > 0.02 and 10^5 times it
+        subtle = name == "block-unadjusted-residual"
+        assert kill.tv_distance > (10**4 if subtle else 10**5) * tolerance, str(kill)
+        assert kill.tv_distance > (F(1, 200) if subtle else F(1, 50)), str(kill)
 
 
 def test_mass_on_a_sequence_the_target_cannot_produce_is_never_float_noise() -> None:

@@ -239,7 +239,9 @@ def default_float_tolerance(longest_path: int, vocab_size: int) -> Fraction:
     ``(p - q)+``, normalising sums): ``V · 2^-40`` allows 8192 of them per entry. A lossless
     float run measures far less (about 1e-17 on the toy models). And it stays far below what a
     real bug does on the models it can audit: the zoo's mutants are caught on float copies of the
-    default suite at TV >= 0.02, six orders of magnitude above it (tests/test_float_models.py).
+    default suite at TV >= 0.02, five orders of magnitude above it — all but the subtlest, a
+    block verifier whose residual ignores the accepted prefix's weight, at TV 0.006, four orders
+    above it (tests/test_float_models.py).
     On a model where a bug could hide below it, pass ``float_tolerance=0`` or use `Fraction`
     rows: for exact laws it is 0 and the comparison stays exact.
     """

@@ -80,7 +80,8 @@ register(DecoderSpec(
     "speculative", speculative, uses_drafter=True, params=("lookahead",),
     variants=(Variant("rejection", {"verify": "rejection"}),
               Variant("exact_match", {"verify": "exact_match"}),
-              Variant("greedy", {"verify": "greedy"}, greedy=True)),
+              Variant("greedy", {"verify": "greedy"}, greedy=True),
+              Variant("block", {"verify": "block"})),
 ))
 # DSI's losslessness is a claim about tokens: lean runs (no trace, no counters) let the exact
 # checker merge paths that differ only in their history (same law, ~5x fewer paths)
@@ -88,7 +89,8 @@ register(DecoderSpec(
     "dsi", dsi, uses_drafter=True, params=("lookahead", "sp_degree"),
     variants=(Variant("rejection", {"verify": "rejection", "record": False}),
               Variant("exact_match", {"verify": "exact_match", "record": False}),
-              Variant("greedy", {"verify": "greedy", "record": False}, greedy=True)),
+              Variant("greedy", {"verify": "greedy", "record": False}, greedy=True),
+              Variant("block", {"verify": "block", "record": False})),
 ))
 
 # -- tree speculation (issue #14, item 3) ---------------------------------------------------------

@@ -292,7 +292,7 @@ class BlockVerification(RejectionSampling):
         if target_row is None or draft_row is None:
             return weight
         mass = sum(residual([weight * t for t in target_row], draft_row))
-        denominator = mass + 1 - weight
+        denominator = mass + (1 - weight)  # >= mass in floats too (so h <= 1): 1 - w >= 0
         return mass / denominator if denominator > 0 else 1
 
     def select(self, weights: Sequence[Number], target_rows: Sequence[Sequence[Number]],
