@@ -32,7 +32,7 @@ from dsi_ref.backends.engine import Engine  # noqa: E402
 from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
-from dsi_ref.decoders.verification import as_rule  # noqa: E402
+from dsi_ref.decoders.verification import as_rule, decide_window  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -310,3 +310,51 @@ def test_servers_on_every_cuda_device_commit_the_non_si_tokens() -> None:
             real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3,
                               verify="exact_match")
             assert real.tokens == expected
+
+
+def _replay_blocks(target: TorchLM, drafter: TorchLM, run: dr.Run, seed: int,
+                   lookahead: int) -> list[int]:
+    """The run's tokens decided again by the reference block rule on the run's own schedule.
+
+    With fixed windows (docs/dsi-semantics.md, "Block decisions") the blocks are the windows of
+    ``lookahead`` drafts counted from each restart, capped at ``N - 1``; a restart follows a
+    correction or a bonus. Which positions got a bonus (no draft when ``p`` arrived) is the only
+    part that depends on timing: it is read from the run, everything else is recomputed."""
+    rule = as_rule("block")
+    kinds = decision_kinds(run)
+    tokens: list[int] = []
+    while len(tokens) < len(kinds):
+        start, context = len(tokens), tuple(tokens)
+        if kinds[start] == "bonus":
+            p = target.probs(PROMPT + context)
+            tokens.append(rule.decide(p, None, None, dr.Sampler(seed), context).token)
+            continue
+        m = min(lookahead, N - start)
+        drafts: list[int] = []
+        draft_rows, target_rows = [], []
+        for _ in range(m):
+            ctx = context + tuple(drafts)
+            q = drafter.probs(PROMPT + ctx)
+            draft_rows.append(q)
+            target_rows.append(target.probs(PROMPT + ctx))
+            drafts.append(rule.draft(q, dr.Sampler(seed), ctx))
+        decisions = decide_window(rule, target_rows, draft_rows, drafts, dr.Sampler(seed), context)
+        assert [d.kind for d in decisions] == list(kinds[start:start + len(decisions)]), start
+        tokens.extend(d.token for d in decisions)
+    return tokens
+
+
+@pytest.mark.parametrize("sp_degree", [1, 2, 3])
+def test_engine_dsi_block_commits_the_reference_rules_decisions(
+        pair: tuple[TorchLM, TorchLM], engine: Engine, sp_degree: int) -> None:
+    # every committed token is the reference block rule's decision on the run's own schedule;
+    # the seeds below give both a correction and a fully accepted window on this pair (checked)
+    target, drafter = pair
+    kinds_seen: set[str] = set()
+    for seed in range(4):
+        real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=sp_degree,
+                          verify="block")
+        assert len(real.tokens) == N
+        assert list(real.tokens) == _replay_blocks(target, drafter, real, seed, 3)
+        kinds_seen.update(decision_kinds(real))
+    assert {"accepted", "rejected"} <= kinds_seen
