@@ -471,3 +471,18 @@ def test_a_part_rebound_before_the_run_starts_is_a_part_of_the_run() -> None:
     run.readers["drafter"] = run.drafter.probs
     run.run()
     assert [cast(tuple[Hashable, ...], hint[0])[1] for hint in rng.hints] == [(False, (), ())] * 2
+
+
+@pytest.mark.parametrize(("target", "drafter", "n", "k"), [
+    (TARGET, AGREES, 5, 2), (TARGET, DISAGREES, 3, 2),
+    (TARGET, dr.TableLM(3, 1, {(1,): ZERO}, default=ONE), 3, 2),
+    (dr.TableLM(3, 0, {}, default=TWO, eos=2), dr.TableLM(3, 0, {}, default=TWO, eos=2), 5, 3),
+    (dr.TableLM(3, 0, {}, default=TWO, eos=2), dr.TableLM(3, 0, {}, default=ZERO, eos=2), 5, 1)])
+def test_block_verification_on_one_hot_models_is_the_token_level_run_whole(
+        target: dr.TableLM, drafter: dr.TableLM, n: int, k: int) -> None:
+    """On one-hot rows every weight is 0 or 1 and block verification decides as token-level
+    rejection sampling does, so `verify_window` must record the same run: tokens, time, every
+    trace event (decision kinds included), every counter, EOS."""
+    block = SIRun(target, drafter, (), n, dr.Sampler(0), SpeculativeConfig(k, "block", LAT)).run()
+    token = SIRun(target, drafter, (), n, dr.Sampler(0), SpeculativeConfig(k, latency=LAT)).run()
+    assert block == token
