@@ -40,12 +40,14 @@ RESULTS = ROOT / "docs" / "mutation-results"
 #: (from its own coverage run), and stops at the first failure.
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "verification": ("dsi_ref/decoders/verification.py", (
-        "tests/test_verification_mutants.py", "tests/test_core_speculative.py",
+        "tests/test_verification_mutants.py", "tests/test_block_verification.py",
+        "tests/test_core_speculative.py",
         "tests/test_si_run.py", "tests/test_zoo_mutants.py",
         "tests/test_float_models.py", "tests/test_lossless_registry.py",
         "tests/test_dsi_determinism.py")),
     "speculative": ("dsi_ref/decoders/speculative.py", (
         "tests/test_speculative_mutants.py", "tests/test_auto_state.py", "tests/test_si_run.py",
+        "tests/test_block_verification.py",
         "tests/test_core_speculative.py", "tests/test_verification_mutants.py")),
     "dsi": ("dsi_ref/decoders/dsi.py", (
         "tests/test_auto_state.py", "tests/test_dsi_determinism.py",
