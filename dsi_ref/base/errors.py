@@ -22,6 +22,7 @@ from typing import Any
 
 __all__ = [
     "BackendError",
+    "ConstraintDeadEndError",
     "InsufficientServersError",
     "InvalidAuditError",
     "InvalidDistributionError",
@@ -45,6 +46,12 @@ class InsufficientServersError(InvalidParameterError):
 
 class InvalidDistributionError(ValueError):
     """A model returned something that is not a probability vector over its vocabulary."""
+
+
+class ConstraintDeadEndError(InvalidDistributionError):
+    """A constraint (a grammar of `dsi_ref.base.stateful`) leaves no probability mass: the model
+    gives zero probability to every token the constraint allows after this prefix, so the
+    processed next-token law is undefined (0/0). Never renormalised away."""
 
 
 class InvalidAuditError(ValueError):
