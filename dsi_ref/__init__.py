@@ -19,6 +19,7 @@ from .base.errors import (
 )
 from .base.latency import Latency
 from .base.models import FunctionLM, LanguageModel, TableLM
+from .base.processors import processed
 from .base.randomness import Randomness, Sampler, keyed_uniform, merge_point
 from .base.result import Event, Run
 from .decoders.autoregressive import autoregressive
@@ -69,6 +70,7 @@ __all__ = [
     "expected_latency",
     "keyed_uniform",
     "merge_point",
+    "processed",
     "simulate_latency",
     "speculative",
     "statistical_audit",

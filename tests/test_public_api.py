@@ -30,6 +30,7 @@ PUBLIC_NAMES = (
     "merge_point",  # issue 13, item 5: the hint of a free-form decoder
     "SIRun", "DSIRun",  # issue 13, item 5: decoders on the step API merge by themselves
     "tree_speculative", "TREE_VERIFY_RULES",  # issue 14, item 3: multi-draft and tree speculation
+    "processed",  # issue 15, item 1: sampling processors as a model (the processed law)
 )
 
 #: Modules users import by their dotted path (documented as public).
