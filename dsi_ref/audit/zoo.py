@@ -37,12 +37,15 @@ from ..decoders.tree import (
     tree_speculative,
 )
 from ..decoders.verification import BlockVerification, RejectionSampling, argmax, residual
+from ..decoders.vocab import CrossVocabRun, SLEMRun, cross_vocab_speculative
 from .exact import Witness
 from .laws import check_lossless
 from .schedulers import witness_summary
+from .strings import CrossVocabPair, check_lossless_strings, cross_vocab_pairs
 from .suite import ModelPair, default_suite
 
-__all__ = ["EQUIVALENT_MUTANTS", "MUTANTS", "Kill", "Mutant", "hunt"]
+__all__ = ["CROSS_VOCAB_MUTANTS", "EQUIVALENT_MUTANTS", "MUTANTS", "CrossVocabMutant", "Kill",
+           "Mutant", "StringKill", "hunt", "hunt_cross_vocab"]
 
 
 @dataclass(frozen=True)
@@ -593,4 +596,111 @@ def hunt(mutant: Mutant, pairs: Sequence[ModelPair] | None = None, max_new_token
                 return Kill(mutant.name, pair.name, config, report.tv_distance,
                             report.worst_sequence, report.decoder_probability,
                             report.target_probability)
+    return None
+
+
+# -- cross-vocabulary decoders with one step wrong (issue #15, items 4-5) ------------------------
+# Each overrides one step of `SLEMRun`. Their bugs show in the law of output *strings*, so they
+# live apart from `MUTANTS` (whose hunt runs same-vocabulary pairs with `speculative`'s
+# signature) and are hunted by `hunt_cross_vocab` with the exact audit over strings.
+
+
+class _BosReaddedOnRetokenisation(SLEMRun):
+    """SLEM whose decided target ids re-enter the sequence through the tokenizer with its
+    special tokens on (``add_special_tokens=True``): a BOS before every iteration's tokens. The
+    target then conditions on a start-of-text marker in mid-sequence and the BOS eats the
+    budget. huggingface/transformers #46124 ("unintentionally adding a BOS token during every
+    iterative re-tokenization step ... stuttering in the generated sequence (``<s> Hello <s>
+    world``)") in `AssistedCandidateGeneratorDifferentTokenizers` and
+    `UniversalSpeculativeDecodingGenerator`."""
+
+    name = "cross-vocab-bos-readded"
+
+    def commit(self, decided: Sequence[int]) -> None:
+        bos = self.target_tokenizer.encode("", add_bos=True)  # BUG: the special tokens too
+        self.out.extend(bos + tuple(decided))
+
+
+class _AcceptanceOnTokenIds(SLEMRun):
+    """SLEM whose string-level acceptance compares ids across vocabularies: the target's draw
+    ``y_j`` (an id of ``T``) is matched against the drafter's token ``d_j`` (an id of ``D``) and,
+    on equal ids, the *drafter's* string is committed. The bug class of cross-tokenizer code
+    that maps vocabularies by id instead of by string (what HF #35029's
+    `AssistantToTargetTranslator` and vLLM #38174's vocabulary mapping exist to prevent): an
+    id means a different string in each vocabulary."""
+
+    name = "cross-vocab-acceptance-on-ids"
+
+    def iteration(self) -> None:
+        drafted = self.draft(self.drafter_context()) if self.room > 0 else ()
+        decided: list[int] = []
+        for d in drafted[:self.room]:
+            y = self.rng.categorical(self.target_row(decided))
+            if y != d:  # BUG: an id of T compared with an id of D
+                decided.append(y)
+                self.commit(decided)
+                return
+            piece = self.drafter_tokenizer.decode((d,))  # BUG: the drafter's string committed
+            decided.extend(self.target_tokenizer.encode(piece))
+            if self.target.eos in decided:
+                self.commit(decided)
+                return
+        decided.append(self.rng.categorical(self.target_row(decided)))
+        self.commit(decided)
+
+
+@dataclass(frozen=True)
+class CrossVocabMutant:
+    """A wrong cross-vocabulary decoder: a `CrossVocabRun` subclass and its bug pattern."""
+
+    name: str
+    pattern: str
+    run_class: type[CrossVocabRun]
+    base: str = "cross_vocab_speculative"
+
+
+@dataclass(frozen=True)
+class StringKill:
+    """How a cross-vocabulary mutant was caught: the pair, the configuration and the string
+    whose probability differs most."""
+
+    mutant: str
+    pair: str
+    config: str
+    tv_distance: Fraction
+    worst_string: str | None
+    mutant_probability: Fraction
+    target_probability: Fraction
+
+    def __str__(self) -> str:
+        return (f"{self.pair} {self.config}: TV {self.tv_distance}, P({self.worst_string!r}) = "
+                f"{self.mutant_probability} vs target {self.target_probability}")
+
+
+#: The cross-vocabulary mutants by name (hunted over strings by `hunt_cross_vocab`).
+CROSS_VOCAB_MUTANTS: dict[str, CrossVocabMutant] = {m.name: m for m in (
+    CrossVocabMutant("cross-vocab-bos-readded", "a BOS re-added on re-tokenisation before "
+                     "every iteration's tokens (HF #46124)", _BosReaddedOnRetokenisation),
+    CrossVocabMutant("cross-vocab-acceptance-on-ids", "string-level acceptance done on token "
+                     "ids across vocabularies", _AcceptanceOnTokenIds),
+)}
+
+
+def hunt_cross_vocab(mutant: CrossVocabMutant, pairs: Sequence[CrossVocabPair] | None = None,
+                     max_new_tokens: int = 3, lookahead: int = 2) -> StringKill | None:
+    """Look for a toy pair where ``mutant``'s law of output strings is not the target's (exact
+    audit over strings, `dsi_ref.audit.strings`); None if none."""
+    for pair in pairs if pairs is not None else cross_vocab_pairs():
+        def program(rng: Randomness, pair: CrossVocabPair = pair) -> tuple[int, ...]:
+            return cross_vocab_speculative(
+                pair.target, pair.drafter, pair.target_tokenizer, pair.drafter_tokenizer,
+                pair.prompt, max_new_tokens, rng, lookahead=lookahead,
+                run_class=mutant.run_class).tokens
+
+        report = check_lossless_strings(program, pair.target, pair.target_tokenizer,
+                                        pair.prompt, max_new_tokens)
+        if not report.equal:
+            return StringKill(mutant.name, pair.name, f"N={max_new_tokens} k={lookahead}",
+                              report.tv_distance, report.worst_string,
+                              report.decoder_probability, report.target_probability)
     return None
