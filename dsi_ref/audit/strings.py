@@ -22,7 +22,7 @@ from ..base.models import LanguageModel, TableLM
 from ..base.result import Run
 from ..base.tokenizers import Tokenizer
 from ..decoders.vocab import cross_vocab_speculative
-from .exact import exact_distribution, exact_expectation, total_variation
+from .exact import exact_distribution, total_variation
 from .laws import target_distribution
 
 __all__ = ["CrossVocabPair", "StringReport", "acceptance", "check_lossless_strings",
@@ -159,13 +159,15 @@ def acceptance(pair: CrossVocabPair, algorithm: str, max_new_tokens: int, lookah
                ) -> dict[str, Fraction]:
     """Exact expectations of a run's counters: ``iterations`` (target forwards), ``drafts``,
     ``accepted`` and ``drafter_forwards``, for ``max_new_tokens`` target tokens."""
-    out: dict[str, Fraction] = {}
-    for stat in ("iterations", "drafts", "accepted", "drafter_forwards"):
-        def program(rng: Any, stat: str = stat) -> int:
-            run = cross_vocab_speculative(pair.target, pair.drafter, pair.target_tokenizer,
-                                          pair.drafter_tokenizer, pair.prompt, max_new_tokens,
-                                          rng, lookahead=lookahead, algorithm=algorithm)
-            return run.stats[stat]
-        out[stat] = Fraction(exact_expectation(program))
-    return out
+    names = ("iterations", "drafts", "accepted", "drafter_forwards")
+
+    def program(rng: Any) -> tuple[int, ...]:
+        run = cross_vocab_speculative(pair.target, pair.drafter, pair.target_tokenizer,
+                                      pair.drafter_tokenizer, pair.prompt, max_new_tokens,
+                                      rng, lookahead=lookahead, algorithm=algorithm)
+        return tuple(run.stats[name] for name in names)
+
+    law = exact_distribution(program)
+    return {name: sum((prob * counts[i] for counts, prob in law.items()), Fraction(0))
+            for i, name in enumerate(names)}
 
