@@ -25,6 +25,7 @@ from dsi_ref.audit.zoo import (
 )
 from dsi_ref.base.errors import InvalidParameterError
 from dsi_ref.base.tokenizers import Tokenizer
+from dsi_ref.decoders.verification import VerifyRule
 from dsi_ref.decoders.vocab import (
     CROSS_VOCAB_RUNS,
     block_law,
@@ -135,7 +136,7 @@ def test_hunt_does_not_kill_the_correct_algorithms(algorithm: str) -> None:
 
 @pytest.mark.parametrize("verify", ["exact_match", "rejection"])
 def test_dsi_with_a_drafter_of_another_vocabulary_through_its_string_level_projection(
-        verify: str) -> None:
+        verify: VerifyRule) -> None:
     pair, n = PAIRS["merges"], 3
     projected = string_level_drafter(pair.drafter, pair.drafter_tokenizer, pair.target_tokenizer)
     assert sum(projected.probs((0,))) == 1
