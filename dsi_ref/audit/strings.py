@@ -158,16 +158,17 @@ def cross_vocab_pairs() -> list[CrossVocabPair]:
 def acceptance(pair: CrossVocabPair, algorithm: str, max_new_tokens: int, lookahead: int
                ) -> dict[str, Fraction]:
     """Exact expectations of a run's counters: ``iterations`` (target forwards), ``drafts``,
-    ``accepted`` and ``drafter_forwards``, for ``max_new_tokens`` target tokens."""
+    ``accepted``, ``drafter_forwards`` and ``tokens`` (output length: ``max_new_tokens``, or
+    fewer after EOS)."""
     names = ("iterations", "drafts", "accepted", "drafter_forwards")
 
     def program(rng: Any) -> tuple[int, ...]:
         run = cross_vocab_speculative(pair.target, pair.drafter, pair.target_tokenizer,
                                       pair.drafter_tokenizer, pair.prompt, max_new_tokens,
                                       rng, lookahead=lookahead, algorithm=algorithm)
-        return tuple(run.stats[name] for name in names)
+        return (*(run.stats[name] for name in names), len(run.tokens))
 
     law = exact_distribution(program)
     return {name: sum((prob * counts[i] for counts, prob in law.items()), Fraction(0))
-            for i, name in enumerate(names)}
+            for i, name in enumerate((*names, "tokens"))}
 
