@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from ..base.errors import InvalidParameterError
 from .args import check_output
 from .audit_sections import SECTIONS, Section, SectionSpec, render_section
+from .audit_vocab import SECTION as CROSS_VOCAB_SECTION
 from .hf_section import SECTION as HF_SECTION
 from .theorems_command import SECTION as THEOREMS_SECTION
 
 __all__ = ["TOP_SECTIONS", "audit_sections", "install", "select_sections"]
 
 #: Audit sections defined on the top floor, run after the core's sections.
-TOP_SECTIONS: list[SectionSpec] = [THEOREMS_SECTION, HF_SECTION]
+TOP_SECTIONS: list[SectionSpec] = [CROSS_VOCAB_SECTION, THEOREMS_SECTION, HF_SECTION]
 
 
 def audit_sections() -> list[SectionSpec]:
