@@ -70,7 +70,9 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("audit", help="the main job: exact losslessness audits and the theorems",
                        description="Run the exact audit of every registered decoder on the "
                        "default suite of toy models, DSI under every schedule and against each "
-                       "scheduler class, the zoo of wrong decoders (each must be caught) and the "
+                       "scheduler class, block verification (SI, and DSI with maximal blocks "
+                       "against each scheduler class) and every tree rule with their expected "
+                       "accepted drafts, the zoo of wrong decoders (each must be caught) and the "
                        "latency theorems, and print one table per section (--hf adds the "
                        "statistical audit of Hugging Face assisted generation). Exit status 1 "
                        "if anything fails.")

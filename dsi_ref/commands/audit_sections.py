@@ -14,11 +14,14 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from ..audit.laws import check_lossless
+from ..audit.exact import exact_distribution
+from ..audit.laws import LosslessReport, check_lossless, compare_laws, target_distribution
 from ..audit.registry import DECODERS
 from ..audit.schedulers import (
     DSI_CLAIMS,
     SCHEDULER_CLASSES,
+    SchedulerClass,
+    check_scheduler_class,
     default_random_latency,
     minimal_witness,
     witness_summary,
@@ -26,8 +29,18 @@ from ..audit.schedulers import (
 from ..audit.suite import ModelPair, default_suite
 from ..audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
 from ..base.latency import Latency
-from ..decoders.dsi import QUEUE_POLICIES, dsi
-from ..decoders.verification import VERIFY_RULES
+from ..base.models import LanguageModel, TableLM
+from ..base.result import Run
+from ..decoders.dsi import QUEUE_POLICIES, QueuePolicy, dsi
+from ..decoders.speculative import speculative
+from ..decoders.tree import (
+    TREE_VERIFY_RULES,
+    TreeRule,
+    TreeVerifyRule,
+    as_tree_rule,
+    tree_speculative,
+)
+from ..decoders.verification import VERIFY_RULES, Rule, VerifyRule
 
 __all__ = ["SECTIONS", "Section", "SectionSpec", "progress_bar", "render_section"]
 
@@ -226,6 +239,204 @@ def schedulers_section(*, quick: bool = False, progress: bool = True) -> Section
     return section
 
 
+# -- block and tree verification (issue #14) ------------------------------------------------------
+
+
+def _law_and_accepted(program: Callable[[Any], Run]) -> tuple[dict[Any, Fraction], Fraction]:
+    """One exact enumeration of ``program``'s runs: the law of the tokens and the exact
+    expected number of accepted drafts (``run.stats["accepted"]``)."""
+    joint = exact_distribution(lambda rng: (lambda run: (run.tokens, run.stats["accepted"]))(
+        program(rng)))
+    law: dict[Any, Fraction] = {}
+    accepted = Fraction(0)
+    for (tokens, count), p in joint.items():
+        law[tokens] = law.get(tokens, Fraction(0)) + p
+        accepted += count * p
+    return law, accepted
+
+
+def _si_program(pair: ModelPair, max_new_tokens: int, lookahead: int,
+                verify: VerifyRule | Rule) -> Callable[[Any], Run]:
+    def program(rng: Any) -> Run:
+        return speculative(pair.target, pair.drafter, pair.prompt, max_new_tokens, rng,
+                           lookahead, verify=verify)
+    return program
+
+
+def _tree_program(pair: ModelPair, max_new_tokens: int, tree: tuple[int, ...],
+                  verify: TreeVerifyRule | TreeRule) -> Callable[[Any], Run]:
+    def program(rng: Any) -> Run:
+        return tree_speculative(pair.target, pair.drafter, pair.prompt, max_new_tokens, rng,
+                                tree=tree, verify=verify)
+    return program
+
+
+def _exact(x: Fraction) -> str:
+    return f"{x} ({float(x):.4f})"
+
+
+def block_section(*, quick: bool = False, progress: bool = True,
+                  rule: VerifyRule | Rule = "block") -> Section:
+    """SI with block verification on every pair of the default suite: the exact verdict, and the
+    exact expected number of accepted drafts beside token-level rejection sampling's (same
+    drafter, lookahead and budget)."""
+    section = Section("block", "Block verification (Sun et al.) in SI: exact verdict and expected "
+                      "accepted drafts against token-level",
+                      ("model", "lookahead", "outcomes", "TV", "verdict", "E[accepted] block",
+                       "E[accepted] token-level", "block - token", "s"))
+    lookaheads = (2,) if quick else (1, 2, 3)
+    jobs = [(pair, k) for pair in default_suite() for k in lookaheads]
+    start = time.perf_counter()
+    for pair, k in progress_bar(jobs, total=len(jobs), desc="block", enabled=progress):
+        t0 = time.perf_counter()
+
+        n = pair.max_new_tokens
+        law, block = _law_and_accepted(_si_program(pair, n, k, rule))
+        token = _law_and_accepted(_si_program(pair, n, k, "rejection"))[1]
+        report = compare_laws(law, target_distribution(pair.target, pair.prompt,
+                                                       pair.max_new_tokens))
+        section.ok &= report.equal
+        section.rows.append((pair.name, k, report.outcomes, str(report.tv_distance),
+                             "lossless" if report.equal else "LOSSY", _exact(block),
+                             _exact(token), f"{float(block - token):+.4f}",
+                             round(time.perf_counter() - t0, 2)))
+    section.seconds = time.perf_counter() - start
+    section.notes.append("N = 4 (each pair's budget); E[accepted] is the exact expected number of "
+                         "drafted tokens committed in the run; the section fails when a verdict "
+                         "is lossy (DSI with block decisions: sections block-dsi and schedulers)")
+    return section
+
+
+#: The classes DSI with block verification and ``block_windows="maximal"`` is lossless under
+#: (docs/dsi-semantics.md, "Block decisions"); ``"fixed"`` windows are `DSI_CLAIMS["block"]`,
+#: checked by the ``schedulers`` section.
+MAXIMAL_BLOCK_CLAIMS: frozenset[SchedulerClass] = frozenset({"oblivious", "random"})
+
+
+@dataclass(frozen=True)
+class DSIInstance:
+    """A DSI instance of the ``block-dsi`` section: models, budget and DSI's parameters."""
+
+    name: str
+    target: LanguageModel
+    drafter: LanguageModel
+    max_new_tokens: int
+    lookahead: int
+    sp_degree: int
+    latency: Latency
+    queue: QueuePolicy
+
+
+def block_dsi_instances(quick: bool = False) -> list[DSIInstance]:
+    """The ``schedulers`` section's grid (bigram and zeros, lookahead 2, SP 2, drafter cost 1,
+    queue=any), and the instance of docs/dsi-semantics.md's witness at N = 3 (``TableLM.random``
+    seeds 0 and 40, V = 3, lookahead 3, SP 3, drafter cost 1/3)."""
+    suite = {p.name: p for p in default_suite()}
+    out = [DSIInstance(name, suite[name].target, suite[name].drafter, 2 if quick else 3, 2, 2,
+                       SCHEDULERS_AUDIT_LATENCY, "any") for name in SCHEDULERS_AUDIT_PAIRS]
+    out.append(DSIInstance("random(3,2) seeds 0/40", TableLM.random(3, 2, seed=0),
+                           TableLM.random(3, 2, seed=40), 3, 3, 3,
+                           Latency(drafter=Fraction(1, 3)), "fifo"))
+    return out
+
+
+def block_dsi_section(*, quick: bool = False, progress: bool = True,
+                      claims: frozenset[SchedulerClass] = MAXIMAL_BLOCK_CLAIMS,
+                      classes: tuple[SchedulerClass, ...] = SCHEDULER_CLASSES) -> Section:
+    """DSI with block decisions on maximal runs (``block_windows="maximal"``): the verdict per
+    scheduler class of ``classes`` (minimal witness where lossy), checked against ``claims``
+    (the classes claimed lossless) both ways."""
+    section = Section("block-dsi", "DSI with block verification, maximal blocks: verdict per "
+                      "scheduler class", ("class", "claimed", "verdict", "instances",
+                                          "minimal witness", "s"))
+    instances = block_dsi_instances(quick)
+    start = time.perf_counter()
+    for scheduler_class in progress_bar(classes, total=len(classes), desc="block-dsi",
+                                        enabled=progress):
+        t0 = time.perf_counter()
+        lossless, witness = True, "-"
+        for inst in instances:
+            latency = (default_random_latency(inst.latency) if scheduler_class == "random"
+                       else inst.latency)
+            kwargs: dict[str, Any] = {
+                "lookahead": inst.lookahead, "sp_degree": inst.sp_degree, "latency": latency,
+                "verify": "block", "block_windows": "maximal", "queue": inst.queue}
+            # the full budget first; the smaller budgets only to shorten a witness
+            verdict = check_scheduler_class(scheduler_class, inst.target, inst.drafter, (),
+                                            inst.max_new_tokens, **kwargs)
+            if not verdict.lossless:
+                verdict = minimal_witness(scheduler_class, inst.target, inst.drafter, (),
+                                          inst.max_new_tokens, **kwargs)
+                lossless = False
+                witness = (f"{inst.name} N={verdict.max_new_tokens}: "
+                           + (witness_summary(verdict.witness) if verdict.witness
+                              else str(min(verdict.reports, key=lambda r: r.equal))))
+                break
+        claimed = scheduler_class in claims
+        section.ok &= claimed == lossless
+        section.rows.append((scheduler_class, "lossless" if claimed else "lossy",
+                             "lossless" if lossless else "LOSSY",
+                             ", ".join(i.name for i in instances), witness,
+                             round(time.perf_counter() - t0, 2)))
+    section.seconds = time.perf_counter() - start
+    section.notes.append("block_windows='maximal' decides the longest run of drafts with p "
+                         "supplied; an adaptive scheduler picks that length after seeing the "
+                         "drafts (docs/dsi-semantics.md). The default 'fixed' windows are "
+                         "checked per class by the schedulers section (rule 'block'). The "
+                         "section fails when a verdict differs from the claim, either way")
+    return section
+
+
+#: The trees of the ``tree`` section (the quick run keeps the first two).
+TREE_AUDIT_TREES: tuple[tuple[int, ...], ...] = ((2,), (2, 1), (2, 2))
+TREE_AUDIT_TOKENS = 3
+#: The pair whose expected accepted drafts the ``tree`` section reports.
+TREE_AUDIT_EXPECTATION_PAIR = "bigram"
+
+
+def tree_section(*, quick: bool = False, progress: bool = True,
+                 rules: tuple[TreeVerifyRule | TreeRule, ...] = TREE_VERIFY_RULES) -> Section:
+    """Every tree rule on the trees (2,), (2, 1), (2, 2), on every pair of the default suite:
+    the exact verdict (the target's greedy sequence for the greedy rule) and the exact expected
+    number of accepted drafts on the bigram pair."""
+    section = Section("tree", "Multi-draft and tree verification: exact verdict and expected "
+                      "accepted drafts per rule and tree",
+                      ("tree", "rule", "models", "outcomes", "worst TV", "verdict",
+                       f"E[accepted] ({TREE_AUDIT_EXPECTATION_PAIR})", "s"))
+    trees = TREE_AUDIT_TREES[:2] if quick else TREE_AUDIT_TREES
+    pairs = default_suite()
+    jobs = [(tree, rule) for tree in trees for rule in rules]
+    n = TREE_AUDIT_TOKENS
+    start = time.perf_counter()
+    for tree, rule in progress_bar(jobs, total=len(jobs), desc="tree", enabled=progress):
+        t0 = time.perf_counter()
+        greedy = as_tree_rule(rule).greedy
+        outcomes, worst, equal, expected = 0, Fraction(0), True, Fraction(0)
+        for pair in pairs:
+            law, accepted = _law_and_accepted(_tree_program(pair, n, tree, rule))
+            report: LosslessReport = compare_laws(
+                law, target_distribution(pair.target, pair.prompt, n, greedy=greedy))
+            outcomes += report.outcomes
+            worst = max(worst, report.tv_distance)
+            equal &= report.equal
+            if pair.name == TREE_AUDIT_EXPECTATION_PAIR:
+                expected = accepted
+        section.ok &= equal
+        section.rows.append((tree, rule if isinstance(rule, str) else rule.name, len(pairs),
+                             outcomes, str(worst), "lossless" if equal else "LOSSY",
+                             _exact(expected), round(time.perf_counter() - t0, 2)))
+    section.seconds = time.perf_counter() - start
+    bigram = next(p for p in pairs if p.name == TREE_AUDIT_EXPECTATION_PAIR)
+    si_expected = {k: _law_and_accepted(_si_program(bigram, n, k, "rejection"))[1]
+                   for k in (1, 2)}
+    section.notes.append(f"N = {n} on the {len(pairs)} pairs of the default suite; for reference, "
+                         f"SI with token-level rejection on {TREE_AUDIT_EXPECTATION_PAIR}: "
+                         + ", ".join(f"lookahead {k}: E[accepted] = {_exact(e)}"
+                                     for k, e in si_expected.items())
+                         + "; the section fails when a verdict is lossy")
+    return section
+
+
 def zoo_section(*, quick: bool = False, progress: bool = True) -> Section:
     """Every mutant of the zoo must be killed by the exact audit; the witness of each."""
     section = Section("zoo", "The zoo of wrong decoders: each must fail the exact audit",
@@ -260,5 +471,8 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("decoders", decoders_section),
     SectionSpec("dsi", dsi_section),
     SectionSpec("schedulers", schedulers_section),
+    SectionSpec("block", block_section),
+    SectionSpec("block-dsi", block_dsi_section),
+    SectionSpec("tree", tree_section),
     SectionSpec("zoo", zoo_section),
 ]
