@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from ..base.latency import Latency
 from ..base.models import LanguageModel, Number, Prefix, TableLM
+from ..base.processors import HF_ORDER, STEPS, VLLM_ORDER, Processors
 
 __all__ = [
     "exact_rows",
@@ -27,6 +28,7 @@ __all__ = [
     "latencies",
     "lookaheads",
     "model_pairs",
+    "processors",
     "prompts",
     "sp_degrees",
 ]
@@ -150,3 +152,27 @@ def latencies(draw: Draw, *, random: bool = False, prefill: bool = True) -> Late
         target = {Fraction(1): Fraction(2, 3), Fraction(2): Fraction(1, 3)}
     target_first = draw(st.sampled_from([None, Fraction(2)])) if prefill else None
     return Latency(drafter=drafter, target=target, target_first=target_first)
+
+
+@st.composite
+def processors(draw: Draw, vocab_size: int = 3, *, orders: bool = True) -> Processors:
+    """Sampling-processor settings (`dsi_ref.base.processors.Processors`) for ``processed``.
+
+    Each step is off or on independently: an exact temperature ``T`` in {1, 1/2, 1/3}; top-k
+    with ``k`` in ``1..vocab_size`` (``k = 1`` on a row with tied maxima keeps all of them);
+    top-p and min-p on small-denominator fractions, so that the cumulative mass of the rows of
+    `exact_rows` lands exactly on ``top_p`` and a probability exactly on ``min_p · max`` (the
+    boundary cases); ``orders=True`` also draws the order (Hugging Face's, vLLM's or any
+    permutation of the steps).
+    """
+    temperature = draw(st.sampled_from([None, Fraction(1), Fraction(1, 2), Fraction(1, 3)]))
+    top_k = draw(st.none() | st.integers(1, vocab_size))
+    top_p = draw(st.none() | st.sampled_from([Fraction(1, 4), Fraction(1, 3), Fraction(1, 2),
+                                              Fraction(2, 3), Fraction(3, 4), Fraction(1)]))
+    min_p = draw(st.none() | st.sampled_from([Fraction(0), Fraction(1, 4), Fraction(1, 3),
+                                              Fraction(1, 2), Fraction(2, 3)]))
+    order = HF_ORDER
+    if orders:
+        order = draw(st.sampled_from([HF_ORDER, VLLM_ORDER]) | st.permutations(STEPS).map(tuple))
+    return Processors(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                      order=order)

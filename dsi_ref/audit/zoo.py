@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from ..base.errors import ScheduleDependenceError
 from ..base.latency import Latency
 from ..base.models import LanguageModel, Number
+from ..base.processors import ProcessedLM, Processors
 from ..base.randomness import Key, Randomness
 from ..base.result import Run
 from ..decoders.autoregressive import autoregressive
@@ -57,6 +58,9 @@ class Mutant:
     pattern: str
     decoder: Callable[..., Run]
     base: str  # "speculative" or "dsi"
+    #: The model whose law the decoder promises, from the suite's target (``None``: the target
+    #: itself). A decoder that samples with processors promises the processed target.
+    law: Callable[[LanguageModel], LanguageModel] | None = None
 
 
 # -- verification rules with one step wrong ------------------------------------------------------
@@ -529,6 +533,113 @@ MUTANTS.update({m.name: m for m in (
            "speculative"),
 )})
 
+# -- sampling processors on one side only (issue #15, item 5) ----------------------------------
+# Each samples with processors (`dsi_ref.base.processors`), so the law it promises is the
+# processed target's (`Mutant.law`), and each gets the processing of one side wrong.
+
+
+class _VerifierProcessors(SIRun):
+    """SI on a processed target (``self.target``, a `ProcessedLM`) whose verifier filters the
+    raw ``p`` with processors of its own (``verifier``) at the drafts' positions, and at the
+    bonus position too when ``filter_bonus`` is set (else the bonus row is the correctly processed
+    one, as a regular sampler draws it)."""
+
+    verifier: Processors = Processors()
+    filter_bonus: bool = False
+
+    def score(self) -> None:
+        super().score()
+        raw = cast(ProcessedLM, self.target).model
+        full = self.prompt + self.context
+        first = len(full) - len(self.drafts)
+        rows = [self.verifier.apply(model_probs(raw, full[:first + j]))
+                for j in range(len(self.drafts) + self.filter_bonus)]
+        self.target_rows = (*rows, *self.target_rows[len(rows):])
+
+
+class _MinPSkippedInVerification(_VerifierProcessors):
+    """min-p applied where the regular sampler draws (the bonus token) and skipped by the
+    verifier: vllm-project/vllm #42744 (the rejection sampler applies only the processors that
+    are not "argmax-invariant", so min_p and logit_bias never reach the verified positions) and
+    #42802 (its fix); #10198 is the same class as issue #15 cites it. The verified positions
+    follow the raw ``p``, the bonus positions the filtered one."""
+
+    verifier = Processors()  # BUG: min_p dropped on the verified positions
+
+
+class _TopPFirstInVerification(_VerifierProcessors):
+    """top-k and top-p applied in the other order by the verifier (top-p first, then top-k),
+    bonus token included, than by the regular sampler (top-k then top-p, Hugging Face's and
+    vLLM's order): sgl-project/sglang #36173 as issue #15 cites it. Top-p after top-k cuts at
+    mass ``top_p`` of the *renormalised* top-k, so the two orders keep different sets: with
+    ``top_k = 2, top_p = 3/5``, the row ``(1/3, 1/2, 1/6)`` keeps ``{1}`` (the top-k row is
+    ``(2/5, 3/5, 0)``) but ``{0, 1}`` with top-p first."""
+
+    verifier = Processors(top_k=2, top_p=Fraction(3, 5),
+                          order=("temperature", "top_p", "top_k", "min_p"))  # BUG: swapped
+    filter_bonus = True
+
+
+class _RawQForProcessedDraft(RejectionSampling):
+    """Drafts drawn from the processed ``q`` (top-k), verified as if drawn from the raw ``q``:
+    huggingface/transformers #47932 (candidate generators sample from processor-applied logits
+    and return the raw logits as ``q``; with the default ``top_k=50`` TV up to 0.31) and #47961
+    (its fix: return the distribution the candidates were drawn from)."""
+
+    name = "raw-q-for-processed-draft"
+    drafting = Processors(top_k=2)
+
+    def draft(self, draft_probs: Sequence[Number], rng: Randomness,
+              context: tuple[int, ...]) -> int:
+        # BUG: samples top-k(q); the verifier is told the raw q
+        return rng.categorical(self.drafting.apply(draft_probs),
+                               key=("draft", len(context), context))
+
+
+def _processed_variant(settings: Processors, cls: type[SIRun] = SIRun,
+                       rule: RejectionSampling | None = None) -> Callable[..., Run]:
+    """SI (``cls``, with ``rule`` when given) on the target processed with ``settings``, with
+    `speculative`'s signature; the drafter is used as given."""
+    def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 2,
+                latency: Latency | None = None, **kwargs: Any) -> Run:
+        if rule is not None:
+            kwargs["verify"] = rule
+        config = SpeculativeConfig(lookahead, latency=latency or Latency(), **kwargs)
+        target = ProcessedLM(target, settings)
+        prompt = check_inputs(target, prompt, max_new_tokens, drafter)
+        return cls(target, drafter, prompt, max_new_tokens, rng, config).run()
+    return decoder
+
+
+def _processed_mutant(name: str, pattern: str, settings: Processors,
+                      cls: type[SIRun] = SIRun, rule: RejectionSampling | None = None) -> Mutant:
+    return Mutant(name, pattern, _processed_variant(settings, cls, rule), "speculative",
+                  law=lambda target: ProcessedLM(target, settings))
+
+
+#: The processors each mutant samples the target with (and so the law it promises).
+PROCESSOR_MUTANT_SETTINGS = {
+    "min-p-skipped-in-verification": Processors(min_p=Fraction(1, 2)),
+    "top-k-top-p-swapped-in-verification": Processors(top_k=2, top_p=Fraction(3, 5)),
+    "raw-q-for-processed-draft": Processors(top_k=2),
+}
+
+MUTANTS.update({m.name: m for m in (
+    _processed_mutant("min-p-skipped-in-verification", "min_p applied to the bonus token only: "
+                      "the verifier's p skips it (vLLM #42744/#42802)",
+                      PROCESSOR_MUTANT_SETTINGS["min-p-skipped-in-verification"],
+                      _MinPSkippedInVerification),
+    _processed_mutant("top-k-top-p-swapped-in-verification", "the verifier applies top-p before "
+                      "top-k, the sampler top-k before top-p (SGLang #36173)",
+                      PROCESSOR_MUTANT_SETTINGS["top-k-top-p-swapped-in-verification"],
+                      _TopPFirstInVerification),
+    _processed_mutant("raw-q-for-processed-draft", "drafts sampled from top-k(q), verified with "
+                      "the raw q (HF #47932/#47961)",
+                      PROCESSOR_MUTANT_SETTINGS["raw-q-for-processed-draft"],
+                      rule=_RawQForProcessedDraft()),
+)})
+
 #: Equivalent mutants: variations that look like bugs but do not change the output law (the
 #: audit must NOT flag them; `hunt` returns None). Note: why they are lossless. A missing bonus
 #: token only means that every position is decided against a draft, which rejection sampling does
@@ -587,8 +698,9 @@ def hunt(mutant: Mutant, pairs: Sequence[ModelPair] | None = None, max_new_token
                 return mutant.decoder(pair.target, pair.drafter, pair.prompt, max_new_tokens,
                                       rng, lookahead=lookahead, latency=latency)
 
+            target = pair.target if mutant.law is None else mutant.law(pair.target)
             try:
-                report = check_lossless(program, pair.target, pair.prompt, max_new_tokens)
+                report = check_lossless(program, target, pair.prompt, max_new_tokens)
             except ScheduleDependenceError as error:
                 return Kill(mutant.name, pair.name, config, None, None, None, None,
                             error.witness)

@@ -200,11 +200,13 @@ def negative_controls(via: str = "sampler", *, mutants: Sequence[str] | None = N
     """Push every zoo mutant through `statistical_audit` and report whether it is flagged.
 
     For each mutant, the first suite pair (in suite order) on which its exact law under the
-    sampler's schedule (``scheduler="first"``) differs from the target's and can be detected
-    with at most ``max_samples`` draws is used. The power is stated against the mutant's exact
-    law and must reach ``1 - miss``; ``margin`` times the required sample size is drawn (a margin
-    for the noncentral chi-square approximation). ``via="torch"`` runs the mutant on the models
-    wrapped by the torch adapter (float32), ``"sampler"`` on the exact toy models.
+    sampler's schedule (``scheduler="first"``) differs from the law it promises (the target's,
+    or the processed target's for a mutant that samples with processors: `Mutant.law`) and can
+    be detected with at most ``max_samples`` draws is used. The power is stated against the
+    mutant's exact law and must reach ``1 - miss``; ``margin`` times the required sample size is
+    drawn (a margin for the noncentral chi-square approximation). ``via="torch"`` runs the
+    mutant on the models wrapped by the torch adapter (float32), ``"sampler"`` on the exact toy
+    models.
     """
     if via not in ("sampler", "torch"):
         raise ValueError(f"via must be 'sampler' or 'torch', got {via!r}")
@@ -242,7 +244,8 @@ def _controlled(mutant: Mutant, via: str, max_new_tokens: int, alpha: float, mis
             mutant_law = exact_distribution(program, scheduler="first")
         except (ScheduleDependenceError, NumericalError):
             continue
-        law = target_distribution(target, pair.prompt, max_new_tokens)
+        promised = target if mutant.law is None else mutant.law(target)  # e.g. processed
+        law = target_distribution(promised, pair.prompt, max_new_tokens)
         if mutant_law == law:
             continue
         n = required_samples(law, Alternative.of_law(mutant_law, mutant.name), alpha=alpha,
