@@ -7,6 +7,7 @@ Every decoder draws through a `Randomness`; run it with `Sampler` to sample, or 
 from .audit.exact import Witness, exact_distribution, exact_expectation, total_variation
 from .audit.laws import LosslessReport, assert_lossless, check_lossless, target_distribution
 from .audit.statistical import Alternative, StatisticalReport, statistical_audit
+from .audit.strings import StringReport, check_lossless_strings, target_string_distribution
 from .base.errors import (
     InsufficientServersError,
     InvalidDistributionError,
@@ -22,16 +23,19 @@ from .base.models import FunctionLM, LanguageModel, TableLM
 from .base.processors import processed
 from .base.randomness import Randomness, Sampler, keyed_uniform, merge_point
 from .base.result import Event, Run
+from .base.tokenizers import Tokenizer
 from .decoders.autoregressive import autoregressive
 from .decoders.dsi import DSIConfig, DSIRun, dsi
 from .decoders.speculative import SIRun, SpeculativeConfig, speculative
 from .decoders.tree import TREE_VERIFY_RULES, tree_speculative
 from .decoders.verification import VERIFY_RULES, Decision
+from .decoders.vocab import CROSS_VOCAB_ALGORITHMS, cross_vocab_speculative, string_level_drafter
 from .sim import Contention, expected_latency, simulate_latency
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CROSS_VOCAB_ALGORITHMS",
     "TREE_VERIFY_RULES",
     "VERIFY_RULES",
     "Alternative",
@@ -57,13 +61,17 @@ __all__ = [
     "ScheduleDependenceError",
     "SpeculativeConfig",
     "StatisticalReport",
+    "StringReport",
     "TableLM",
+    "Tokenizer",
     "UnderpoweredError",
     "Witness",
     "__version__",
     "assert_lossless",
     "autoregressive",
     "check_lossless",
+    "check_lossless_strings",
+    "cross_vocab_speculative",
     "dsi",
     "exact_distribution",
     "exact_expectation",
@@ -74,7 +82,9 @@ __all__ = [
     "simulate_latency",
     "speculative",
     "statistical_audit",
+    "string_level_drafter",
     "target_distribution",
+    "target_string_distribution",
     "total_variation",
     "tree_speculative",
 ]

@@ -31,6 +31,9 @@ PUBLIC_NAMES = (
     "SIRun", "DSIRun",  # issue 13, item 5: decoders on the step API merge by themselves
     "tree_speculative", "TREE_VERIFY_RULES",  # issue 14, item 3: multi-draft and tree speculation
     "processed",  # issue 15, item 1: sampling processors as a model (the processed law)
+    "Tokenizer", "cross_vocab_speculative", "CROSS_VOCAB_ALGORITHMS",  # issue 15, item 4
+    "string_level_drafter", "check_lossless_strings", "target_string_distribution",
+    "StringReport",  # issue 15, item 4: the exact audit over output strings
 )
 
 #: Modules users import by their dotted path (documented as public).
