@@ -538,12 +538,14 @@ class _Processed:
         self.stats["advances"] += 1
         return tuple(p.advance(s, token) for p, s in zip(self.processors, states, strict=True))
 
-    def processed_row(self, states: tuple[Hashable, ...], prefix: Prefix) -> tuple[Number, ...]:
-        """The model's row after ``prefix`` through every processor, in order."""
-        row = tuple(self._read(prefix))
+    def processed_row(self, states: tuple[Hashable, ...], prefix: Prefix,
+                      row: Sequence[Number] | None = None) -> tuple[Number, ...]:
+        """The model's row after ``prefix`` (or ``row``, when given) through every processor,
+        in order."""
+        out = tuple(self._read(prefix) if row is None else row)
         for proc, state in zip(self.processors, states, strict=True):
-            row = proc.apply(state, row)
-        return row
+            out = proc.apply(state, out)
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -588,7 +590,14 @@ class IncrementalLM(_Processed):
 
     def probs(self, prefix: Prefix) -> tuple[Number, ...]:
         """The processed row after ``prefix``, from the slot that shares most of it."""
+        return self.process(prefix, None)
+
+    def process(self, prefix: Sequence[int],
+                row: Sequence[Number] | None) -> tuple[Number, ...]:
+        """The processed row after ``prefix``, of the model's ``row`` there (``None``: ask the
+        model): what a session that computed the rows itself (`dsi_ref.backends`) calls."""
         self.stats["calls"] += 1
+        prefix = tuple(prefix)
         generated = self.generated(prefix)
         slot, common = max(((s, _common(s.context, generated)) for s in self.slots),
                            key=lambda pair: pair[1])  # ties: the first, least recently used
@@ -599,7 +608,7 @@ class IncrementalLM(_Processed):
         slot.context = generated
         self.slots.remove(slot)
         self.slots.append(slot)  # most recently used last
-        return self.processed_row(slot.stack[-1], tuple(prefix))
+        return self.processed_row(slot.stack[-1], prefix, row)
 
     def leave(self, slot: _Slot, common: int) -> _Slot:
         """``slot``'s stack cut back to its first ``common`` tokens: forked into a new slot while
