@@ -314,3 +314,20 @@ def test_the_raw_q_mutant_is_the_hf_bug_and_its_fix_is_lossless() -> None:
     target, drafter = ProcessedLM(t, drafting), ProcessedLM(d, drafting)
     dr.assert_lossless(lambda rng: dr.speculative(target, drafter, (), 3, rng, lookahead=2).tokens,
                        target=target, prompt=(), max_new_tokens=3)
+
+
+# -- the audit's section ------------------------------------------------------------------------
+
+
+def test_the_processors_section_of_the_audit_passes_and_kills_every_processor_mutant() -> None:
+    from dsi_ref.commands.audit_command import audit_sections
+    from dsi_ref.commands.audit_processors import PROCESSOR_COMBINATIONS, processors_section
+
+    assert "processors" in [s.name for s in audit_sections()]
+    section = processors_section(quick=True, progress=False)
+    assert section.ok
+    assert len(section.rows) == 2 * len(PROCESSOR_COMBINATIONS) + len(PROCESSOR_MUTANT_SETTINGS)
+    verdicts = [row[5] for row in section.rows]
+    assert verdicts[:2 * len(PROCESSOR_COMBINATIONS)] == ["lossless"] * (2 * len(
+        PROCESSOR_COMBINATIONS))
+    assert all(v.startswith("killed: ") for v in verdicts[2 * len(PROCESSOR_COMBINATIONS):])
