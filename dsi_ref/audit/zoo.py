@@ -25,6 +25,16 @@ from ..base.models import LanguageModel, Number
 from ..base.processors import ProcessedLM, Processors
 from ..base.randomness import Key, Randomness
 from ..base.result import Run
+from ..base.stateful import (
+    FrequencyPenalty,
+    GrammarConstraint,
+    IncrementalLM,
+    RepetitionPenalty,
+    Slot,
+    StatefulProcessor,
+    TokenDFA,
+    recomputed,
+)
 from ..decoders.autoregressive import autoregressive
 from ..decoders.common import check_inputs, model_probs
 from ..decoders.dsi import DSIConfig, DSIRun, Task
@@ -638,6 +648,87 @@ MUTANTS.update({m.name: m for m in (
                       "the raw q (HF #47932/#47961)",
                       PROCESSOR_MUTANT_SETTINGS["raw-q-for-processed-draft"],
                       rule=_RawQForProcessedDraft()),
+)})
+
+# -- stateful processors not rolled back on rejection (issue #15, item 5) ------------------------
+# Each samples with stateful processors (`dsi_ref.base.stateful`) kept incrementally, as engines
+# keep them, and skips the rollback: the law it promises is the recomputed processed target's
+# (`Mutant.law`). The processors see the whole prefix (``prompt=()`` on both sides), so the
+# decoder and the law agree on the parity pair's prompt too.
+
+
+class _NoRollback(IncrementalLM):
+    """An incremental wrapper whose rollback keeps the state of the rejected drafts: the context
+    pointer moves back to the common prefix, the state does not, and the next tokens are
+    advanced from there."""
+
+    def rollback(self, slot: Slot, common: int) -> None:
+        top = slot.stack[-1]
+        super().rollback(slot, common)
+        slot.stack[-1] = top  # BUG: the state still holds the rejected drafts
+
+
+class _NoMergeHints:
+    """``rng`` without ``merge_point``: a wrapper with hidden state (the mutants') makes the rest
+    of a run depend on more than the run's own state, so the exact engine must not merge."""
+
+    def __init__(self, rng: Randomness) -> None:
+        self.rng = rng
+
+    def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        return self.rng.categorical(weights, key=key)
+
+    def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        return self.rng.bernoulli(p, key=key)
+
+    def choose(self, options: Sequence[Any], key: Key = None) -> Any:
+        return self.rng.choose(options, key=key)
+
+
+StatefulStack = Callable[[LanguageModel], list[StatefulProcessor]]
+
+
+def _penalties(model: LanguageModel) -> list[StatefulProcessor]:
+    return [RepetitionPenalty(2), FrequencyPenalty(Fraction(1, 2))]
+
+
+def _at_most_one_zero(model: LanguageModel) -> list[StatefulProcessor]:
+    """A grammar with memory: token 0 at most once (``[ac]*(b[ac]*)?``, ``b`` = 0)."""
+    others = set(range(1, model.vocab_size)) - {model.eos}
+    dfa = TokenDFA.from_regex("[a]*(b[a]*)?", model.vocab_size, model.eos,
+                              symbols={"a": others, "b": {0}})
+    return [GrammarConstraint(dfa, "at most one 0")]
+
+
+def _stateful_variant(target_processors: StatefulStack, drafter_processors: StatefulStack,
+                      cls: type[IncrementalLM] = IncrementalLM) -> Callable[..., Run]:
+    """SI on the target and drafter wrapped by ``cls`` (fresh per run) with the processors each
+    stack gives, with `speculative`'s signature; merge hints hidden (`_NoMergeHints`)."""
+    def decoder(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
+                max_new_tokens: int, rng: Randomness, lookahead: int = 2,
+                latency: Latency | None = None, **kwargs: Any) -> Run:
+        t = cls(target, target_processors(target))
+        d = cls(drafter, drafter_processors(drafter))
+        return speculative(t, d, prompt, max_new_tokens, _NoMergeHints(rng), lookahead,
+                           latency=latency, **kwargs)
+    return decoder
+
+
+def _stateful_mutant(name: str, pattern: str, target_processors: StatefulStack,
+                     drafter_processors: StatefulStack) -> Mutant:
+    return Mutant(name, pattern, _stateful_variant(target_processors, drafter_processors,
+                                                   _NoRollback), "speculative",
+                  law=lambda target: recomputed(target, target_processors(target)))
+
+
+MUTANTS.update({m.name: m for m in (
+    _stateful_mutant("penalty-counts-rejected-drafts", "repetition and frequency penalties whose "
+                     "state keeps counting rejected drafts (SGLang #33643; vmlx-swift "
+                     "#357/#361: rejected drafts kept in a shared state)", _penalties,
+                     _penalties),
+    _stateful_mutant("grammar-not-rolled-back", "a grammar matcher advanced on drafts and not "
+                     "rolled back on rejection (vLLM #53046/#52805, SGLang #14464)",
+                     _at_most_one_zero, lambda model: []),
 )})
 
 #: Equivalent mutants: variations that look like bugs but do not change the output law (the

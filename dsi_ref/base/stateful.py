@@ -74,6 +74,7 @@ __all__ = [
     "PresencePenalty",
     "RecomputedLM",
     "RepetitionPenalty",
+    "Slot",
     "StatefulProcessor",
     "TokenDFA",
     "incremental",
@@ -565,7 +566,7 @@ class RecomputedLM(_Processed):
 
 
 @dataclass
-class _Slot:
+class Slot:
     """One stack of states: ``stack[i]`` is the state after ``context[:i]``."""
 
     context: Prefix
@@ -585,7 +586,7 @@ class IncrementalLM(_Processed):
                  prompt: Sequence[int] = (), name: str | None = None, *, slots: int = 1) -> None:
         super().__init__(model, processors, prompt, name)
         self.max_slots = check_int("slots", slots, low=1)
-        self.slots: list[_Slot] = [_Slot((), [self.initial()])]  # least recently used first
+        self.slots: list[Slot] = [Slot((), [self.initial()])]  # least recently used first
         self.stats.update(rollbacks=0, discarded=0, forks=0)
 
     def probs(self, prefix: Prefix) -> tuple[Number, ...]:
@@ -610,21 +611,21 @@ class IncrementalLM(_Processed):
         self.slots.append(slot)  # most recently used last
         return self.processed_row(slot.stack[-1], prefix, row)
 
-    def leave(self, slot: _Slot, common: int) -> _Slot:
+    def leave(self, slot: Slot, common: int) -> Slot:
         """``slot``'s stack cut back to its first ``common`` tokens: forked into a new slot while
         there is room, else rolled back in place when it is the least recently used or the only
         slot, else forked over the least recently used one."""
         if len(self.slots) < self.max_slots or (self.max_slots > 1 and self.slots[0] is not slot):
             if len(self.slots) >= self.max_slots:
                 self.slots.pop(0)
-            fork = _Slot(slot.context[:common], slot.stack[:common + 1])
+            fork = Slot(slot.context[:common], slot.stack[:common + 1])
             self.slots.append(fork)
             self.stats["forks"] += 1
             return fork
         self.rollback(slot, common)
         return slot
 
-    def rollback(self, slot: _Slot, common: int) -> None:
+    def rollback(self, slot: Slot, common: int) -> None:
         """Pop the states of the tokens after the first ``common`` (rejected drafts)."""
         self.stats["rollbacks"] += 1
         self.stats["discarded"] += len(slot.stack) - common - 1
