@@ -20,6 +20,15 @@ from hypothesis import strategies as st
 
 import dsi_ref as dr
 from dsi_ref.audit.strategies import exact_rows
+from dsi_ref.audit.suite import default_suite
+from dsi_ref.audit.zoo import (
+    MUTANTS,
+    Mutant,
+    _at_most_one_zero,
+    _penalties,
+    _stateful_variant,
+    hunt,
+)
 from dsi_ref.base.errors import ConstraintDeadEndError, InvalidParameterError
 from dsi_ref.base.models import Prefix
 from dsi_ref.base.stateful import (
@@ -325,3 +334,32 @@ def test_float_rows_are_processed_in_floats() -> None:
     assert all(isinstance(x, float) for x in row)
     expected = (0.2, 0.4, 0.4)  # (1/4, 1/4, 1/4) normalised, then 1/2 on token 0
     assert max(abs(float(a) - b) for a, b in zip(row, expected, strict=True)) < 1e-15
+
+
+# -- the zoo's stateful mutants: killed, and only for the missing rollback ------------------------
+
+STATEFUL_MUTANTS = ("penalty-counts-rejected-drafts", "grammar-not-rolled-back")
+
+
+@pytest.mark.parametrize("name", STATEFUL_MUTANTS)
+def test_the_stateful_mutants_are_killed_against_the_processed_target(name: str) -> None:
+    mutant = MUTANTS[name]
+    assert mutant.law is not None and "#" in mutant.pattern
+    kill = hunt(mutant)
+    assert kill is not None and kill.tv_distance is not None and kill.tv_distance > 0
+    pair = next(p for p in default_suite() if p.name == kill.model)
+    assert kill.worst_sequence is not None
+    law = dr.target_distribution(mutant.law(pair.target), pair.prompt, 3)
+    assert law.get(kill.worst_sequence, F(0)) == kill.target_probability  # the processed law
+
+
+@pytest.mark.parametrize("stacks", [(_penalties, _penalties),
+                                    (_at_most_one_zero, lambda model: [])],
+                         ids=["penalties", "grammar"])
+def test_the_same_wrappers_with_their_rollback_are_not_killed(stacks: Any) -> None:
+    """The mutants' decoder with the correct `IncrementalLM`: lossless on every suite pair, so
+    each kill above is the skipped rollback's."""
+    target_processors, drafter_processors = stacks
+    correct = Mutant("correct", "none", _stateful_variant(target_processors, drafter_processors),
+                     "speculative", law=lambda t: recomputed(t, target_processors(t)))
+    assert hunt(correct) is None

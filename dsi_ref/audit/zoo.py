@@ -693,9 +693,10 @@ def _penalties(model: LanguageModel) -> list[StatefulProcessor]:
 
 
 def _at_most_one_zero(model: LanguageModel) -> list[StatefulProcessor]:
-    """A grammar with memory: token 0 at most once (``[ac]*(b[ac]*)?``, ``b`` = 0)."""
+    """A grammar with memory: token 0 at most once (``a*(ba*)?``, ``b`` = 0, ``a`` any other
+    non-EOS token)."""
     others = set(range(1, model.vocab_size)) - {model.eos}
-    dfa = TokenDFA.from_regex("[a]*(b[a]*)?", model.vocab_size, model.eos,
+    dfa = TokenDFA.from_regex("a*(ba*)?", model.vocab_size, model.eos,
                               symbols={"a": others, "b": {0}})
     return [GrammarConstraint(dfa, "at most one 0")]
 
