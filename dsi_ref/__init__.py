@@ -9,6 +9,7 @@ from .audit.laws import LosslessReport, assert_lossless, check_lossless, target_
 from .audit.statistical import Alternative, StatisticalReport, statistical_audit
 from .audit.strings import StringReport, check_lossless_strings, target_string_distribution
 from .base.errors import (
+    ConstraintDeadEndError,
     InsufficientServersError,
     InvalidDistributionError,
     InvalidParameterError,
@@ -23,6 +24,15 @@ from .base.models import FunctionLM, LanguageModel, TableLM
 from .base.processors import processed
 from .base.randomness import Randomness, Sampler, keyed_uniform, merge_point
 from .base.result import Event, Run
+from .base.stateful import (
+    FrequencyPenalty,
+    GrammarConstraint,
+    PresencePenalty,
+    RepetitionPenalty,
+    TokenDFA,
+    incremental,
+    recomputed,
+)
 from .base.tokenizers import Tokenizer
 from .decoders.autoregressive import autoregressive
 from .decoders.dsi import DSIConfig, DSIRun, dsi
@@ -39,12 +49,15 @@ __all__ = [
     "TREE_VERIFY_RULES",
     "VERIFY_RULES",
     "Alternative",
+    "ConstraintDeadEndError",
     "Contention",
     "DSIConfig",
     "DSIRun",
     "Decision",
     "Event",
+    "FrequencyPenalty",
     "FunctionLM",
+    "GrammarConstraint",
     "InsufficientServersError",
     "InvalidDistributionError",
     "InvalidParameterError",
@@ -54,7 +67,9 @@ __all__ = [
     "NondeterministicProgramError",
     "NumericalError",
     "PathLimitError",
+    "PresencePenalty",
     "Randomness",
+    "RepetitionPenalty",
     "Run",
     "SIRun",
     "Sampler",
@@ -63,6 +78,7 @@ __all__ = [
     "StatisticalReport",
     "StringReport",
     "TableLM",
+    "TokenDFA",
     "Tokenizer",
     "UnderpoweredError",
     "Witness",
@@ -76,9 +92,11 @@ __all__ = [
     "exact_distribution",
     "exact_expectation",
     "expected_latency",
+    "incremental",
     "keyed_uniform",
     "merge_point",
     "processed",
+    "recomputed",
     "simulate_latency",
     "speculative",
     "statistical_audit",

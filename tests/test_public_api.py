@@ -34,6 +34,8 @@ PUBLIC_NAMES = (
     "Tokenizer", "cross_vocab_speculative", "CROSS_VOCAB_ALGORITHMS",  # issue 15, item 4
     "string_level_drafter", "check_lossless_strings", "target_string_distribution",
     "StringReport",  # issue 15, item 4: the exact audit over output strings
+    "recomputed", "incremental", "RepetitionPenalty", "PresencePenalty",  # issue 15, item 2
+    "FrequencyPenalty", "GrammarConstraint", "TokenDFA", "ConstraintDeadEndError",
 )
 
 #: Modules users import by their dotted path (documented as public).
