@@ -638,6 +638,115 @@ def test_one_server_with_fixed_block_windows_runs_a_waiting_verification_task() 
     ), _stats(drafts=2, accepted=2, tasks=1, frontier_tasks=1, max_busy_servers=1))
 
 
+def test_a_fixed_block_window_after_a_committed_one_waits_for_its_own_task() -> None:
+    """verify="block", fixed, N = 4, k = 2, drafter 3/4, target 1, AGREES. At 1 task#0 finds the
+    draft at 0 in a window not yet submitted: nothing. At 3/2 the window 0..1 is full: task#1
+    (0..2), 3/2 → 5/2; the drafter goes on (2: 3/2 → 9/4, 3: 9/4 → 3). At 5/2 task#1 accepts the
+    window 0..1; p at 2 is supplied and draft 2 is there, but its window 2..3 is not submitted
+    yet: nothing more, and the frontier task#2 (2..2) runs 5/2 → 7/2. At 3 the window 2..3 is
+    full (and 3 = N−1): task#3 (2..3), 3 → 4. At 7/2 task#2 supplies p at 2 only: still
+    incomplete. At 4 task#3 accepts 2 and 3: done."""
+    lat = Latency(drafter=F(3, 4), target=F(1))
+    run = _run(AGREES, 4, dr.Sampler(0), DSIConfig(2, 2, lat, verify="block"))
+    assert run == Run((1, 1, 1, 1), F(4), (
+        _draft(0, F(0), F(3, 4)),
+        Event("target-0", "forward", F(0), F(1), (0,), _front(0, 0)),
+        _draft(1, F(3, 4), F(3, 2)),
+        _draft(2, F(3, 2), F(9, 4)),
+        Event("target-1", "verify", F(3, 2), F(5, 2), (0, 1, 2), _verify(1, 0, 2)),
+        _commit(0, "accepted", _verify(1, 0, 2), F(5, 2)),
+        _commit(1, "accepted", _verify(1, 0, 2), F(5, 2)),
+        _draft(3, F(9, 4), F(3)),
+        Event("target-0", "forward", F(5, 2), F(7, 2), (2,), _front(2, 2)),
+        Event("target-1", "verify", F(3), F(4), (2, 3), _verify(3, 2, 3)),
+        _commit(2, "accepted", _verify(3, 2, 3), F(4)),
+        _commit(3, "accepted", _verify(3, 2, 3), F(4)),
+    ), _stats(drafts=4, accepted=4, tasks=2, frontier_tasks=2, max_busy_servers=2))
+
+
+def test_a_maximal_block_window_leaves_the_row_after_the_last_draft_for_a_bonus() -> None:
+    """Maximal windows stop at the last draft: with drafts at F only and p supplied at F and
+    F + 1, the window is the one draft; the row at F + 1 then gives a bonus token there."""
+    def stepped() -> DSIRun:
+        run = DSIRun(TARGET, AGREES, (), 4, dr.Sampler(0), DSIConfig(
+            2, 2, LAT, verify="block", block_windows="maximal"))
+        run.drafts, run.draft_rows, run.window_start = [1], [ONE], 1
+        run.supplied = {0: ONE, 1: ONE}
+        return run
+
+    run = stepped()
+    assert run.decide_at_frontier() == [Decision(1, True, "accepted")]
+    assert run.supplied == {1: ONE}
+    run = stepped()
+    run.commit_ready(Task(4, 0, 1, (1,), False, F(0), 1, F(0), F(1)))
+    assert run.committed == [1, 1]
+    assert [e.note for e in run.trace if e.kind == "commit"] == [
+        f"accepted via {_verify(4, 0, 1)}", f"bonus via {_verify(4, 0, 1)}"]
+
+
+class _AcceptsAsEos(RejectionSampling):
+    """A wrong rule (as the zoo's are): it accepts every draft but commits EOS (2)."""
+
+    def decide(self, target_probs: Sequence[Number], draft_probs: Sequence[Number] | None,
+               draft: int | None, rng: Any, context: tuple[int, ...]) -> Decision:
+        return Decision(2, True, "accepted")
+
+
+def test_a_run_done_with_a_draft_in_flight_preempts_it_as_done() -> None:
+    """N = 5, k = 3, drafter 3/10, target 1, a rule that commits EOS as an accepted draft: drafts
+    at 3/10, 3/5, 9/10 (window 0..2 full: task#1 (0..3), 9/10 → 19/10), the draft of 3 in flight
+    from 9/10. At 1 task#0's decision ends the run: the draft in flight and task#1 are preempted
+    as done."""
+    target = dr.TableLM(3, 0, {}, default=ONE, eos=2)
+    drafter = dr.TableLM(3, 0, {}, default=ONE, eos=2)
+    lat = Latency(drafter=F(3, 10), target=F(1))
+    run = _run(drafter, 5, dr.Sampler(0), DSIConfig(3, 2, lat, verify=_AcceptsAsEos()), target)
+    assert run == Run((2,), F(1), (
+        _draft(0, F(0), F(3, 10)),
+        _draft(1, F(3, 10), F(3, 5)),
+        _draft(2, F(3, 5), F(9, 10)),
+        Event("target-0", "forward", F(0), F(1), (0,), _front(0, 0)),
+        _commit(0, "accepted", _front(0, 0), F(1)),
+        Event("drafter", "preempted", F(9, 10), F(1), (3,), "done"),
+        Event("target-1", "preempted", F(9, 10), F(1), (0, 1, 2, 3), f"{_verify(1, 0, 3)}: done"),
+    ), _stats(drafts=3, accepted=1, tasks=1, frontier_tasks=1, preempted_tasks=1,
+              preempted_drafts=1, max_busy_servers=2))
+
+
+def test_preempting_the_draft_drops_it() -> None:
+    run = DSIRun(TARGET, AGREES, (), 4, dr.Sampler(0), DSIConfig(2, 2, LAT))
+    run.preempt_drafting("nothing in flight")
+    assert (run.trace, run.stats["preempted_drafts"]) == ([], 0)
+    run.start_drafting()
+    run.now = F(1, 4)
+    run.preempt_drafting("why")
+    assert run.drafting is None
+    assert run.trace == [Event("drafter", "preempted", F(0), F(1, 4), (0,), "why")]
+    assert run.stats["preempted_drafts"] == 1
+
+
+class _CountsChoices(dr.Sampler):
+    """A sampler that records how many options each ``choose`` offers."""
+
+    def __init__(self, seed: int, **kwargs: Any) -> None:
+        super().__init__(seed, **kwargs)
+        self.sizes: list[int] = []
+
+    def choose(self, options: Sequence[Any], key: Hashable = None) -> Any:
+        self.sizes.append(len(options))
+        return super().choose(options, key)
+
+
+def test_a_lone_event_is_no_choice() -> None:
+    """Only events that tie are a choice for the scheduler (a lone event is delivered as is)."""
+    rng = _CountsChoices(0)
+    _run(AGREES, 3, rng, DSIConfig(2, 2, LAT))
+    assert rng.sizes == []
+    rng = _CountsChoices(0)
+    _run(AGREES, 2, rng, DSIConfig(1, 2, UNIT))
+    assert rng.sizes == [2, 3, 2]
+
+
 def test_a_block_bonus_is_a_per_position_decision() -> None:
     """With no draft at the frontier a window rule draws a bonus token like any rule."""
     for windows in ("fixed", "maximal"):
