@@ -50,6 +50,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_block_verification.py",
         "tests/test_core_speculative.py", "tests/test_verification_mutants.py")),
     "dsi": ("dsi_ref/decoders/dsi.py", (
+        "tests/test_dsi_mutants.py", "tests/test_block_verification.py",
         "tests/test_auto_state.py", "tests/test_dsi_determinism.py",
         "tests/test_schedulers_classes.py", "tests/test_dsi_schedules.py")),
     "exact": ("dsi_ref/audit/exact.py", (
