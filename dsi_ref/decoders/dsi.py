@@ -34,7 +34,7 @@ from .common import (
     overridden,
     own_parts,
 )
-from .verification import Decision, Rule, VerifyRule, WindowRule, as_rule, decide_window
+from .verification import Decision, Rule, VerifyRule, as_rule, decide_window, is_window_rule
 
 __all__ = ["DSIConfig", "DSIRun", "DraftForward", "Task", "dsi"]
 
@@ -383,7 +383,7 @@ class DSIRun:
         at ``F, F + 1, …`` for which ``p`` is supplied (docs/dsi-semantics.md, "Block
         decisions"); with no draft at ``F``, a bonus token. The rows it reads are used up."""
         position = self.frontier
-        if self.drafts and isinstance(self.rule, WindowRule):
+        if self.drafts and is_window_rule(self.rule):
             if self.cfg.block_windows == "fixed":
                 # the window at F: its drafts were all delivered (a task was submitted for it)
                 m = min(self.cfg.lookahead, self.window_start - position, len(self.drafts))

@@ -45,7 +45,7 @@ from .common import (
     overridden,
     own_parts,
 )
-from .verification import Decision, Rule, VerifyRule, WindowRule, as_rule, decide_window
+from .verification import Decision, Rule, VerifyRule, as_rule, decide_window, is_window_rule
 
 __all__ = ["NON_SI_STATS", "STATS", "ModelName", "Rows", "SIRun", "SpeculativeConfig",
            "speculative"]
@@ -164,7 +164,7 @@ class SIRun:
         position gets the residual token) or at EOS. True when every draft was accepted, so
         that the position after them gets a bonus token. A `WindowRule` (block verification)
         decides the window as a whole instead (`verify_window`)."""
-        if isinstance(self.rule, WindowRule):
+        if is_window_rule(self.rule):
             return self.verify_window()
         for j in range(len(self.drafts)):
             decision = self.commit(self.target_rows[j], j)

@@ -70,6 +70,7 @@ __all__ = [
     "decide",
     "decide_window",
     "draft_token",
+    "is_window_rule",
     "residual",
 ]
 
@@ -338,6 +339,13 @@ RULES: dict[str, Rule] = {"rejection": RejectionSampling(), "exact_match": Exact
                           "greedy": Greedy(), "block": BlockVerification()}
 
 
+def is_window_rule(rule: object) -> bool:
+    """Whether ``rule`` decides whole windows (has a callable ``decide_window``, as a
+    `WindowRule` does). A plain attribute test: it runs once per decision, and a
+    runtime-checkable protocol's ``isinstance`` costs a scan of every member."""
+    return callable(getattr(rule, "decide_window", None))
+
+
 def decide_window(rule: VerifyRule | Rule, target_rows: Sequence[Sequence[Number]],
                   draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
                   context: tuple[int, ...]) -> list[Decision]:
@@ -350,12 +358,17 @@ def decide_window(rule: VerifyRule | Rule, target_rows: Sequence[Sequence[Number
     decides the window as a whole; any other rule decides it position by position with
     `Rule.decide`, stopping at the first rejection.
     """
-    rule = as_rule(rule)
-    if isinstance(rule, WindowRule):
-        return rule.decide_window(target_rows, draft_rows, drafts, rng, context)
+    checked = None if isinstance(rule, str) else rule
+    window = getattr(checked, "decide_window", None)
+    if checked is None or not callable(window):  # a name, or not a window rule: validate it
+        checked = as_rule(rule)
+        window = getattr(checked, "decide_window", None)
+    if callable(window):
+        return list(window(target_rows, draft_rows, drafts, rng, context))
     decisions: list[Decision] = []
     for i, x in enumerate(drafts):
-        decision = rule.decide(target_rows[i], draft_rows[i], x, rng, context + tuple(drafts[:i]))
+        decision = checked.decide(target_rows[i], draft_rows[i], x, rng,
+                                  context + tuple(drafts[:i]))
         decisions.append(decision)
         if not decision.accepted:
             break
