@@ -1,0 +1,497 @@
+"""The audit matrix over Hugging Face ``transformers``' candidate generators.
+
+``model.generate`` picks one of eight candidate generators from its arguments
+(``GenerationMixin._get_candidate_generator``); each drafts candidate tokens that the target then
+verifies (``_speculative_sampling`` when the generator returns draft logits and ``do_sample``;
+otherwise by comparing the candidates with the target's own samples, or argmaxes). This module
+drives every generator that can be driven by models built in code, on toy models whose exact law
+is known, crossed with ``do_sample`` on and off and with the processors temperature, top-k, top-p
+and repetition penalty, and audits each cell with `statistical_audit` against the *processed*
+target's exact law:
+
+* sampled cells: ``dsi_ref.target_distribution`` of the toy target after
+  `dsi_ref.recomputed` (repetition penalty ``θ``: ``p(x) ↦ p(x)^θ`` on seen tokens, prompt
+  included; HF's rule on log-softmax logits) then `dsi_ref.processed` (temperature ``1/2``,
+  top-k, top-p, in HF's order, exact `Fraction` rows);
+* greedy cells: the point mass on the greedy sequence of the same processed target (HF applies
+  the repetition penalty and no warper when ``do_sample=False``).
+
+The toy models (vocabulary ``V = 4``, so HF's default ``top_k = 50`` keeps every token: it does not
+matter here, and the explicit ``top_k = 2`` cells exercise the cut):
+
+* target and drafter: seeded bigram `TableLM`s with zeros, wrapped by `to_hf` (logits = exact
+  log-probabilities);
+* `EarlyExitToyLM`: one HF model whose logits are the target's with all its layers and the
+  drafter's when ``config.num_hidden_layers`` is lowered to the early-exit layer (what
+  ``EarlyExitCandidateGenerator`` does);
+* `BigramHeadLM`: the drafter as an embedding + LM head (one-hot embedding, head weights = the
+  drafter's log-probabilities), which universal speculative decoding needs (it prunes the head);
+* `word_tokenizer`: toy ``PreTrainedTokenizerFast`` (word-level, built in code) for the
+  different-tokenizer generators: the assistant's vocabulary is the target's words in another id
+  order plus one word the target lacks.
+
+Generators that cannot be driven here are listed in `NOT_DRIVEN` with the exact reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import torch
+import transformers
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel, PreTrainedTokenizerFast
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from ..audit.exact import Law
+from ..audit.laws import target_distribution
+from ..audit.statistical import POLICY_ALPHA, Alternative, StatisticalReport, statistical_audit
+from ..base.models import LanguageModel, Prefix, TableLM, checked_probs
+from ..base.processors import processed
+from ..base.stateful import RepetitionPenalty, recomputed
+from .hf_adapter import ToyCausalLM, ToyConfig, to_hf
+from .hf_assisted import single_thread
+
+__all__ = [
+    "CELLS",
+    "FAST_CELLS",
+    "GENERATORS",
+    "NOT_DRIVEN",
+    "BigramHeadLM",
+    "Cell",
+    "CellResult",
+    "EarlyExitToyLM",
+    "Settings",
+    "audit_cell",
+    "cell_sampler",
+    "reference_law",
+    "run_matrix",
+    "word_tokenizer",
+]
+
+#: The eight candidate generators of transformers 5.x, in HF's order of dispatch.
+GENERATORS: tuple[str, ...] = (
+    "AssistedCandidateGenerator",
+    "AssistedCandidateGeneratorDifferentTokenizers",
+    "UniversalSpeculativeDecodingGenerator",
+    "PromptLookupCandidateGenerator",
+    "EarlyExitCandidateGenerator",
+    "SinglePositionMultiTokenCandidateGenerator",
+    "MTPCandidateGenerator",
+    "DFlashTokenCandidateGenerator",
+)
+
+#: Why a generator has no cell here (transformers 5.x), read from its dispatch and constructor.
+NOT_DRIVEN: dict[str, str] = {
+    "SinglePositionMultiTokenCandidateGenerator": (
+        "dispatched only when the assistant's class name starts with 'Gemma4Assistant' or "
+        "'Gemma4UnifiedAssistant' and the target's with 'Gemma4' or 'Gemma3n'; it needs the "
+        "target's shared_kv_states and hidden states (Gemma 3n/4 KV sharing), which no toy "
+        "model provides; a random-weight Gemma 4 pair is the way (not built here). Reading the "
+        "code: it drafts by argmax but returns the raw logits as candidate logits, so under "
+        "do_sample=True the verifier's q (softmax of those logits) is not the law the draft was "
+        "drawn from: a suspected loss, unverified here"),
+    "MTPCandidateGenerator": (
+        "needs config.num_mtp_layers and MtpModel.from_pretrained(main_model), which reads the "
+        "MTP weights from the main model's checkpoint files (config.name_or_path, safetensors): "
+        "a model class with MTP layers (DeepSeek-V3-style) saved to disk; no toy class has them. "
+        "Reading the code: drafts are sampled from the processed MTP logits and those same "
+        "processed logits are returned as q, the consistent pair"),
+    "DFlashTokenCandidateGenerator": (
+        "dispatched by generation_config.speculation_type == 'dflash'; needs a DFlash draft "
+        "model (config.target_layer_ids, block_size, mask_token_id, a forward taking "
+        "noise_embeds and context_hidden_states with a DFlashCache) and a target exposing "
+        "hidden states, input and output embeddings; no such draft class ships with "
+        "transformers and no toy provides it"),
+}
+
+_VOCAB = 4
+_WORDS = ("a", "b", "c", "d")
+_BOS_WORD = "<s>"
+
+
+def _toys(target_seed: int = 3, drafter_seed: int = 4) -> tuple[TableLM, TableLM]:
+    target = TableLM.random(_VOCAB, 1, seed=target_seed, name="hf-target")
+    drafter = TableLM.random(_VOCAB, 1, seed=drafter_seed, name="hf-drafter")
+    return target, drafter
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The processing of one cell: ``None`` leaves a step off (temperature ``1/n`` only: exact)."""
+
+    temperature: Fraction | None = None
+    top_k: int | None = None
+    top_p: Fraction | None = None
+    repetition_penalty: int | None = None
+
+    @property
+    def label(self) -> str:
+        """A short label: ``plain``, ``T=1/2``, ``top-k 2``, ``top-p 7/10``, ``rep 2``."""
+        parts = []
+        if self.temperature is not None:
+            parts.append(f"T={self.temperature}")
+        if self.top_k is not None:
+            parts.append(f"top-k {self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top-p {self.top_p}")
+        if self.repetition_penalty is not None:
+            parts.append(f"rep {self.repetition_penalty}")
+        return " ".join(parts) or "plain"
+
+    def generate_kwargs(self) -> dict[str, Any]:
+        """The same processing as ``generate`` keyword arguments."""
+        return {"temperature": float(self.temperature) if self.temperature else None,
+                "top_k": self.top_k, "top_p": float(self.top_p) if self.top_p else None,
+                "repetition_penalty": (float(self.repetition_penalty)
+                                       if self.repetition_penalty else None)}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of the matrix: a generator, ``do_sample``, the processing, the prompt."""
+
+    generator: str
+    do_sample: bool
+    settings: Settings = field(default_factory=Settings)
+    prompt: tuple[int, ...] = (0, 1)
+    max_new_tokens: int = 3
+
+    @property
+    def name(self) -> str:
+        """``generator / sample|greedy / settings``."""
+        return f"{self.generator} / {'sample' if self.do_sample else 'greedy'} / " \
+               f"{self.settings.label}"
+
+
+_SETTINGS = (Settings(), Settings(temperature=Fraction(1, 2)), Settings(top_k=2),
+             Settings(top_p=Fraction(7, 10)), Settings(repetition_penalty=2))
+_GREEDY_SETTINGS = (Settings(), Settings(repetition_penalty=2))
+#: Greedy cells start from (0, 2): after (0, 1) the penalised target has a tie (no argmax). On
+#: these toys the penalty never changes the greedy sequence (checked over every prompt of length
+#: 2 and 3), so a greedy cell with it checks that the penalty breaks nothing, not that it applies.
+_GREEDY_PROMPT = (0, 2)
+
+
+def _cells() -> tuple[Cell, ...]:
+    cells: list[Cell] = []
+    for generator in GENERATORS:
+        if generator in NOT_DRIVEN:
+            continue
+        samples = generator != "AssistedCandidateGeneratorDifferentTokenizers"  # greedy only
+        greedy = generator != "UniversalSpeculativeDecodingGenerator"  # sampling only
+        if samples:
+            cells += [Cell(generator, True, s) for s in _SETTINGS]
+        if greedy:
+            cells += [Cell(generator, False, s, prompt=_GREEDY_PROMPT) for s in _GREEDY_SETTINGS]
+    return tuple(cells)
+
+
+#: Every driven cell: HF dispatches the different-tokenizer case to
+#: ``AssistedCandidateGeneratorDifferentTokenizers`` when ``do_sample=False`` and to
+#: ``UniversalSpeculativeDecodingGenerator`` when ``do_sample=True``, so each has one half.
+CELLS: tuple[Cell, ...] = _cells()
+#: The default test run's subset: every greedy cell (a point mass: about 20 draws each) and
+#: universal speculative decoding sampled without processors (audited at TV >= 0.5 there).
+FAST_CELLS: tuple[Cell, ...] = tuple(
+    c for c in CELLS if not c.do_sample
+    or (c.generator == "UniversalSpeculativeDecodingGenerator" and c.settings == Settings()))
+
+
+# -- the toy models HF needs --------------------------------------------------------------------
+
+
+class _Depth(torch.nn.Module):
+    """The submodule HF reads the layer count from (``base_model_prefix``)."""
+
+    def __init__(self, config: ToyConfig) -> None:
+        super().__init__()
+        self.config = config
+
+
+class EarlyExitToyLM(ToyCausalLM):  # type: ignore[no-untyped-call]
+    """A toy with two "depths": the target's logits with all layers (2), the drafter's when
+    ``self.toy.config.num_hidden_layers`` is lowered to 1 (``generate(...,
+    assistant_early_exit=1)`` does exactly that on ``getattr(model, base_model_prefix)``)."""
+
+    def __init__(self, config: ToyConfig, lm: LanguageModel, early: LanguageModel) -> None:
+        super().__init__(config, lm)
+        self.early = early
+        self.toy = _Depth(ToyConfig(toy_vocab_size=config.toy_vocab_size))
+        self.toy.config.num_hidden_layers = 2
+        self._early_rows: dict[Prefix, torch.Tensor] = {}
+
+    def logit_row(self, prefix: Prefix) -> torch.Tensor:
+        """The target's row with every layer, the early exit's with fewer."""
+        if int(self.toy.config.num_hidden_layers) >= 2:
+            return super().logit_row(prefix)
+        row = self._early_rows.get(prefix)
+        if row is None:
+            row = _log_row(checked_probs(self.early, prefix), self.logit_dtype)
+            self._early_rows[prefix] = row
+        return row
+
+
+def _log_row(probs: Sequence[Any], dtype: torch.dtype, extra: int = 1,
+             floor: float | None = None) -> torch.Tensor:
+    zero = -math.inf if floor is None else floor
+    logits = [math.log(float(p)) if p > 0 else zero for p in probs] + [zero] * extra
+    return torch.tensor(logits, dtype=torch.float64).to(dtype)
+
+
+def early_exit_model(target: LanguageModel, drafter: LanguageModel) -> EarlyExitToyLM:
+    """`EarlyExitToyLM` of ``target`` (all layers) and ``drafter`` (layer 1), set for sampling."""
+    config = ToyConfig(toy_vocab_size=target.vocab_size, eos=target.eos)
+    model = EarlyExitToyLM(config, target, drafter)
+    model.eval()  # type: ignore[no-untyped-call]
+    model.generation_config = _plain_config(config)
+    return model
+
+
+def _plain_config(config: ToyConfig) -> GenerationConfig:
+    return GenerationConfig(  # type: ignore[no-untyped-call]
+        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id, do_sample=True, top_k=None, top_p=None,
+        temperature=None)
+
+
+class BigramHeadLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-call]
+    """A bigram toy as embedding + LM head: ``logits(x_t) = W · onehot(x_t)``, ``W[y, x] = log
+    p(y | x)`` (zeros floored at -30), in the *assistant's* id order ``order`` (``order[i]`` is
+    the toy id of assistant id ``i``; ids the toy lacks get a flat floor row and column).
+
+    Universal speculative decoding prunes and re-indexes exactly these two modules.
+    """
+
+    config_class = ToyConfig
+    base_model_prefix = "bigram"
+    main_input_name = "input_ids"
+    _supports_cache_class = True
+
+    def __init__(self, config: ToyConfig, lm: LanguageModel | None = None,
+                 order: Sequence[int | None] = ()) -> None:
+        super().__init__(config)
+        if lm is None:
+            raise TypeError("BigramHeadLM needs the bigram toy it wraps")
+        size = int(config.vocab_size)
+        self.embed = torch.nn.Embedding(size, size)
+        self.head = torch.nn.Linear(size, size, bias=False)
+        self.post_init()  # type: ignore[no-untyped-call]  # before the weights: it may reset them
+        with torch.no_grad():
+            self.embed.weight.copy_(torch.eye(size))
+            weight = torch.full((size, size), -30.0)
+            for i, x in enumerate(order):
+                if x is None:
+                    continue
+                row = checked_probs(lm, (x,))
+                for j, y in enumerate(order):
+                    if y is not None and row[y] > 0:
+                        weight[j, i] = math.log(float(row[y]))
+            self.head.weight.copy_(weight)
+
+    def _init_weights(self, module: Any) -> None:
+        """Weights are set from the toy model in ``__init__``."""
+
+    def get_input_embeddings(self) -> torch.nn.Module:
+        """The one-hot embedding."""
+        return self.embed
+
+    def set_input_embeddings(self, value: torch.nn.Module) -> None:
+        """Replaced by universal speculative decoding's re-indexing embedding."""
+        self.embed = value  # type: ignore[assignment]
+
+    def get_output_embeddings(self) -> torch.nn.Module:
+        """The LM head."""
+        return self.head
+
+    def set_output_embeddings(self, new_embeddings: torch.nn.Module) -> None:
+        """Replaced by universal speculative decoding's pruned head."""
+        self.head = new_embeddings  # type: ignore[assignment]
+
+    def forward(self, input_ids: torch.Tensor, past_key_values: Any = None,
+                attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
+                logits_to_keep: int = 0, **kwargs: Any) -> CausalLMOutputWithPast:
+        """Logits of every new position (the cache only counts positions)."""
+        batch, new = input_ids.shape
+        if past_key_values is not None:
+            zeros = torch.zeros(batch, 1, new, 1, dtype=torch.float32)
+            past_key_values.update(zeros, zeros, 0)
+        logits = self.head(self.embed(input_ids))
+        if logits_to_keep:
+            logits = logits[:, -logits_to_keep:]
+        return CausalLMOutputWithPast(logits=logits, past_key_values=past_key_values)
+
+
+def word_tokenizer(words: Sequence[str], bos: str = _BOS_WORD) -> PreTrainedTokenizerFast:
+    """A word-level ``PreTrainedTokenizerFast`` built in code: ``words[i]`` is id ``i``, ``bos``
+    (a special token) the next id; words are split on whitespace and decoded space-joined."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(words)}
+    vocab[bos] = len(words)
+    raw = Tokenizer(models.WordLevel(vocab, unk_token=bos))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    raw.decoder = decoders.WordPiece(prefix="##")  # joins words with single spaces
+    tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=raw, bos_token=bos, unk_token=bos, pad_token=bos)
+    return tok
+
+
+# -- samplers -----------------------------------------------------------------------------------
+
+#: The assistant's word order for the different-tokenizer generators (one extra word, "z").
+_ASSISTANT_WORDS = ("c", "z", "a", "d", "b")
+
+
+def cell_sampler(cell: Cell, target: LanguageModel | None = None,
+                 drafter: LanguageModel | None = None, *,
+                 warm_up: bool = True) -> Callable[[int], tuple[int, ...]]:
+    """``seed -> generated tokens`` of ``model.generate`` wired for ``cell.generator`` (torch's
+    global generator seeded by ``seed``; HF has no other source of randomness here).
+
+    ``warm_up`` draws once (seed 0) before returning: universal speculative decoding's first
+    call on a fresh assistant is not the same function of the seed as the later ones (it prunes
+    the assistant's head in place during that call), which the audit's determinism check
+    refuses; warmed up, every call is."""
+    if target is None or drafter is None:
+        target, drafter = _toys()
+    bos = target.vocab_size
+    input_ids = torch.tensor([[bos, *cell.prompt]])
+    kwargs: dict[str, Any] = {
+        "do_sample": cell.do_sample, "max_new_tokens": cell.max_new_tokens,
+        "attention_mask": torch.ones_like(input_ids)}
+    if cell.do_sample:
+        kwargs.update(cell.settings.generate_kwargs())
+    else:
+        kwargs["repetition_penalty"] = cell.settings.generate_kwargs()["repetition_penalty"]
+    g = cell.generator
+    model: Any
+    if g == "AssistedCandidateGenerator":
+        model = to_hf(target)
+        assistant: Any = to_hf(drafter)
+        assistant.generation_config.num_assistant_tokens = 2
+        assistant.generation_config.assistant_confidence_threshold = 0.0
+        kwargs["assistant_model"] = assistant
+    elif g == "EarlyExitCandidateGenerator":
+        model = early_exit_model(target, drafter)
+        model.generation_config.num_assistant_tokens = 2
+        model.generation_config.assistant_confidence_threshold = 0.0
+        kwargs["assistant_early_exit"] = 1
+    elif g == "PromptLookupCandidateGenerator":
+        model = to_hf(target)
+        kwargs["prompt_lookup_num_tokens"] = 2
+    elif g in ("AssistedCandidateGeneratorDifferentTokenizers",
+               "UniversalSpeculativeDecodingGenerator"):
+        model = to_hf(target)
+        order = [(_WORDS.index(w) if w in _WORDS else None) for w in _ASSISTANT_WORDS]
+        config = ToyConfig(toy_vocab_size=len(_ASSISTANT_WORDS))
+        assistant = BigramHeadLM(config, drafter, [*order, None])
+        assistant.eval()
+        assistant.generation_config = _plain_config(config)
+        assistant.generation_config.num_assistant_tokens = 2
+        assistant.generation_config.assistant_confidence_threshold = 0.0
+        kwargs.update(assistant_model=assistant, tokenizer=word_tokenizer(_WORDS),
+                      assistant_tokenizer=word_tokenizer(_ASSISTANT_WORDS))
+    else:
+        raise ValueError(f"{g}: not driven here ({NOT_DRIVEN.get(g, 'unknown generator')})")
+
+    def sample(seed: int) -> tuple[int, ...]:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = model.generate(input_ids, **kwargs)
+        return tuple(int(t) for t in out[0, input_ids.shape[1]:])
+
+    if warm_up:
+        sample(0)  # universal SD: the first call installs the pruned head (see FINDINGS)
+    return sample
+
+
+# -- the reference ------------------------------------------------------------------------------
+
+
+def reference_model(cell: Cell, target: LanguageModel | None = None) -> LanguageModel:
+    """The processed target the cell must sample from (exact `Fraction` rows)."""
+    target = target if target is not None else _toys()[0]
+    s = cell.settings
+    model: LanguageModel = target
+    if s.repetition_penalty is not None:
+        model = recomputed(model, [RepetitionPenalty(s.repetition_penalty)], cell.prompt)
+    if cell.do_sample and (s.temperature, s.top_k, s.top_p) != (None, None, None):
+        model = processed(model, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p)
+    return model
+
+
+def reference_law(cell: Cell, target: LanguageModel | None = None) -> Law:
+    """The exact law of the cell's output: the processed target's, or its greedy point mass."""
+    model = reference_model(cell, target)
+    if cell.do_sample:
+        return target_distribution(model, cell.prompt, cell.max_new_tokens)
+    prefix = tuple(cell.prompt)
+    for _ in range(cell.max_new_tokens):
+        row = checked_probs(model, prefix)
+        best = max(row)
+        if sum(1 for p in row if p == best) > 1:
+            raise ValueError(f"greedy reference of {cell.name}: a tie at {prefix}")
+        prefix += (row.index(best),)
+    return {prefix[len(cell.prompt):]: Fraction(1)}
+
+
+# -- the audit ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The verdict of one cell, or why it has none."""
+
+    generator: str
+    mode: str
+    settings: str
+    verdict: str
+    epsilon: float | None = None
+    power: float | None = None
+    alpha: float | None = None
+    n_samples: int = 0
+    seconds: float = 0.0
+    samples_per_second: float = 0.0
+    empirical_tv: float | None = None
+    reason: str = ""
+    version: str = field(default_factory=lambda: str(transformers.__version__))
+    report: StatisticalReport | None = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (the report left out)."""
+        return {k: v for k, v in self.__dict__.items() if k != "report"}
+
+
+def audit_cell(cell: Cell, *, epsilon: float = 0.2, alpha: float = POLICY_ALPHA,
+               power: float = 0.99, seed: int = 0,
+               progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> CellResult:
+    """`statistical_audit` of one cell against its exact reference law, power ``power`` against
+    every law at TV >= ``epsilon``."""
+    law = reference_law(cell)
+    sampler = cell_sampler(cell)
+    start = time.perf_counter()
+    with single_thread():
+        report = statistical_audit(sampler, law, alternative=Alternative.tv(epsilon), alpha=alpha,
+                                   power=power, seed=seed, progress=progress)
+    seconds = time.perf_counter() - start
+    return CellResult(cell.generator, "sample" if cell.do_sample else "greedy",
+                      cell.settings.label, report.verdict, epsilon, report.power, report.alpha,
+                      report.n_samples, seconds, report.n_samples / seconds,
+                      report.empirical_tv, report=report)
+
+
+def run_matrix(cells: Sequence[Cell] = CELLS, *, epsilon: float = 0.2, seed: int = 0,
+               on_cell: Callable[[Cell], None] | None = None) -> list[CellResult]:
+    """Every cell's verdict, then one row per generator that cannot be driven."""
+    results = []
+    for cell in cells:
+        if on_cell is not None:
+            on_cell(cell)
+        results.append(audit_cell(cell, epsilon=epsilon, seed=seed))
+    results += [CellResult(g, "-", "-", "not driven", reason=why) for g, why in NOT_DRIVEN.items()]
+    return results
