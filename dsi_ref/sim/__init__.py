@@ -8,7 +8,8 @@ each window of ``k`` drafts accepts a length drawn from a law (``acceptance=``, 
   target-only cost)``, shortened last window, unlimited servers), `dsi_ref.sim.paper`;
 * ``model="event"`` — the DSI of docs/dsi-semantics.md (frontier task, ``sp_degree`` servers,
   queue, preemption, canonical tie order), `dsi_ref.sim.event`; bridge tests tie it to the
-  token-level `dsi_ref.decoders.dsi` exactly.
+  token-level `dsi_ref.decoders.dsi` exactly: with ``decisions="position"`` (the default) for
+  token-level rules, with ``decisions="window"`` for block verification (fixed windows).
 
 `expected_latency` is exact (a ``Fraction`` when every input is rational); `simulate_latency`
 draws run latencies by Monte Carlo, vectorised over runs and seeded. Time unit: one target
@@ -29,6 +30,7 @@ from .event import dsi_event_exact, simulate_event
 from .paper import dsi_paper_exact, nonsi_exact, si_exact, simulate_paper
 from .params import (
     ALGORITHMS,
+    DECISIONS,
     MODELS,
     Algorithm,
     Contention,
@@ -38,8 +40,9 @@ from .params import (
     required_servers,
 )
 
-__all__ = ["ALGORITHMS", "MODELS", "AcceptanceLaw", "Contention", "InsufficientServersError",
-           "SimParams", "expected_latency", "required_servers", "simulate_latency"]
+__all__ = ["ALGORITHMS", "DECISIONS", "MODELS", "AcceptanceLaw", "Contention",
+           "InsufficientServersError", "SimParams", "expected_latency", "required_servers",
+           "simulate_latency"]
 
 
 class _Unset:
@@ -74,7 +77,7 @@ def _params(algorithm: Algorithm, c: Num, a: Num | None, lookahead: int | None, 
             n_tokens: int, model: Model, sp_degree: int | None, queue: str,
             target_first: Num | None, drafter_first: Num | None,
             contention: Contention | None = None, verify_cost: Num | None = None,
-            acceptance: AcceptanceLike | None = None) -> SimParams:
+            acceptance: AcceptanceLike | None = None, decisions: str = "position") -> SimParams:
     given = _resolve_lookahead(lookahead, k)
     if given is None:
         if algorithm != "nonsi":
@@ -84,7 +87,8 @@ def _params(algorithm: Algorithm, c: Num, a: Num | None, lookahead: int | None, 
     return SimParams(algorithm, c, a, given, n_tokens, model, sp_degree,
                      queue,  # type: ignore[arg-type]
                      target_first, drafter_first, contention, verify_cost,
-                     acceptance)  # type: ignore[arg-type]  # a mapping is converted there
+                     acceptance,  # type: ignore[arg-type]  # a mapping is converted there
+                     decisions)  # type: ignore[arg-type]  # checked there
 
 
 def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
@@ -92,7 +96,8 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
                      sp_degree: int | None = None, queue: str = "fifo",
                      target_first: Num | None = None, drafter_first: Num | None = None,
                      contention: Contention | None = None, verify_cost: Num | None = None,
-                     k: int | None = _UNSET, acceptance: AcceptanceLike | None = None) -> Num:
+                     k: int | None = _UNSET, acceptance: AcceptanceLike | None = None,
+                     decisions: str = "position") -> Num:
     """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
 
     Args:
@@ -121,6 +126,13 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
             SI draws one per iteration, DSI one per verification task's window
             (`dsi_ref.sim.event`), the paper model one per window of a segment. Exactly one of
             ``a`` and ``acceptance`` (`InvalidParameterError` otherwise).
+        decisions: how the event model's committer decides drafts (`DECISIONS`):
+            ``"position"`` (default), each draft as soon as ``p`` is supplied there — token-level
+            rules; ``"window"``, a verification task's window as one block once it is complete
+            and ``p`` is supplied at all of it — block verification with fixed windows
+            (docs/dsi-semantics.md, "Block decisions"; give block's law as ``acceptance``). DSI
+            with ``model="event"`` only (`InvalidParameterError` with the paper model); non-SI
+            and SI decide a window at once either way, so their value does not change.
 
     Returns a ``Fraction`` when every number given is rational (and no contention), else a
     float.
@@ -131,7 +143,7 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
     Fraction(8, 5)
     """
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention, verify_cost, acceptance)
+                drafter_first, contention, verify_cost, acceptance, decisions)
     if p.algorithm == "nonsi":
         return nonsi_exact(p)
     if p.algorithm == "si":
@@ -145,21 +157,22 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
                      sp_degree: int | None = None, queue: str = "fifo",
                      target_first: Num | None = None, drafter_first: Num | None = None,
                      contention: Contention | None = None, verify_cost: Num | None = None,
-                     k: int | None = _UNSET,
-                     acceptance: AcceptanceLike | None = None) -> NDArray[np.float64]:
+                     k: int | None = _UNSET, acceptance: AcceptanceLike | None = None,
+                     decisions: str = "position") -> NDArray[np.float64]:
     """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
 
     Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
     ``Generator``; nothing else is random), the same alias ``k=`` of ``lookahead`` and the same
-    ``acceptance=`` (a law of accepted lengths per window, instead of ``a``). The mean
-    converges to `expected_latency`.
+    ``acceptance=`` (a law of accepted lengths per window, instead of ``a``) and ``decisions=``
+    (``"window"``: block decisions with fixed windows). The mean converges to
+    `expected_latency`.
 
     >>> simulate_latency("nonsi", c=0.1, a=0.5, n_tokens=7, n_repeats=3, seed=0)
     array([7., 7., 7.])
     """
     n_repeats = check_int("n_repeats", n_repeats)
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention, verify_cost, acceptance)
+                drafter_first, contention, verify_cost, acceptance, decisions)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
         check_seed("seed", seed))
     if p.model == "event" and p.algorithm == "dsi":

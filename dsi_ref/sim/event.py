@@ -7,6 +7,15 @@ when ``SP >= 2``, a queue, preemption, the canonical tie order: the drafter firs
 the order they started) with tokens abstracted away: the verification of a present draft is an
 independent Bernoulli(``a``) acceptance; a bonus (no draft at the frontier) draws nothing.
 
+**Decisions** (``SimParams.decisions``). ``"position"``: the committer decides each draft as
+soon as ``p`` is supplied there (token-level rules). ``"window"``: block verification with fixed
+windows (docs/dsi-semantics.md, "Block decisions"): the window at the frontier ``F`` — its
+``m <= k`` drafts — is decided as one block once it is complete (its task was submitted) and
+``p`` is supplied at all of ``F … F + m − 1``; it accepts ``min(L, m)`` drafts, then a
+correction when ``L < m`` (a restart, as a rejection) or, when ``L >= m``, the next window
+starts at the frontier (no bonus). A frontier task that supplies ``p`` at a drafted position of
+an incomplete window decides nothing; with no draft at ``F`` it commits a bonus.
+
 Exact expectation (Note: "renewal at every restart" in docs/reproducing-the-paper.md). A
 rejection or a bonus preempts every task, restarts the frontier task and the drafter: the state
 after it is only ``(R, u)`` = (tokens left, verification servers already used — it matters only
@@ -138,6 +147,15 @@ class _Engine:
         self.stopped = False
         self.commits: list[tuple[int | float, int, Kind, int]] = []  # (ticks, position, kind, used)
 
+    #: ``decisions="window"``: the committer decides a window at once (module docstring), with
+    #: ``decide_window(first, m)`` = the drafts accepted of the ``m`` at ``first …``.
+    window_decisions = False
+
+    @staticmethod
+    def decide_window(first: int, m: int) -> int:
+        """Every draft of the window accepted (a spine); runs replace it (`event_run`)."""
+        return m
+
     # -- drafter
     def start_drafting(self) -> None:
         position = self.frontier + self.drafts
@@ -212,9 +230,43 @@ class _Engine:
         self.dispatch()
 
     # -- committer
+    def commit_window(self) -> bool | None:
+        """``decisions="window"``: decide the window at the frontier as one block, if it is
+        complete and supplied (None otherwise: nothing decided). Returns whether every draft
+        was accepted (False: a correction, committed here)."""
+        position = self.frontier
+        m = min(self.lookahead, self.window_start - position, self.drafts)
+        if m < 1 or any(position + j not in self.supplied for j in range(1, m)):
+            return None
+        self.supplied.difference_update(range(position, position + m))
+        accepted = self.decide_window(position, m)
+        for i in range(position, position + accepted):
+            self.commits.append((self.now, i, "accepted", self.used))
+        self.frontier += accepted
+        self.drafts -= accepted
+        if accepted == m:
+            self.done = self.frontier >= self.n
+            return True
+        self.commits.append((self.now, self.frontier, "rejected", self.used))
+        self.frontier += 1
+        self.done = self.frontier >= self.n
+        return False
+
     def commit_ready(self) -> None:
         moved = False
         while not self.done and self.frontier in self.supplied:
+            if self.drafts and self.window_decisions:
+                whole = self.commit_window()
+                if whole is None:
+                    break          # the window at the frontier is incomplete or not supplied
+                moved = True
+                if whole:
+                    continue
+                if self.stop_on_restart:
+                    self.stopped = True
+                    return
+                self.invalidate()
+                continue
             position = self.frontier
             self.supplied.discard(position)
             if self.drafts:
@@ -356,12 +408,16 @@ class _SharedEngine(_Engine):
 def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int], bool],
             stop: bool) -> _Engine:
     assert p.sp_degree is not None
+    engine: _Engine
     if p.contention is None:
-        return _Engine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
-                       used, decide, stop)
-    engine = _SharedEngine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
-                           used, decide, stop)
-    engine.contention = p.contention
+        engine = _Engine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
+                         used, decide, stop)
+    else:
+        shared = _SharedEngine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo",
+                               fresh, used, decide, stop)
+        shared.contention = p.contention
+        engine = shared
+    engine.window_decisions = p.decisions == "window"
     return engine
 
 
@@ -524,7 +580,11 @@ def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
 
     Either way ``W`` and the base's window run on the same server over the same interval (a
     verification costs ``v`` whatever its length), every earlier task and the frontier task are
-    the same, and the tasks the base submits later queue behind ``W``. Any other budget is run
+    the same, and the tasks the base submits later queue behind ``W``. With window decisions
+    (``decisions="window"``) the queued case also needs ``R − w >= 2``: a one-draft ``W`` is
+    decided by the frontier task's row alone, which the base's incomplete window never is (with
+    two drafts or more, ``W`` waits for its own task as the base's window does). Any other
+    budget is run
     from a copy of the held state, as `spines` does; its commits are kept only where they
     differ from the base's. A base that stops first (a bonus) gives its commits to every
     larger budget, as in `spines`.
@@ -535,6 +595,7 @@ def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
     base = _RecordingEngine(max_left + 1, k, p.sp_degree, costs, False, False, 0,
                             lambda _: True, True)
     base.submitted, base.started = {}, {}
+    base.window_decisions = windowed = p.decisions == "window"
     base.start()
     held: dict[int, tuple[_Engine, int, int, bool]] = {}   # R -> (copy, commits, w, boundary)
     whole_from = max_left + 1         # budgets from here on get the stopped base's commits
@@ -563,7 +624,8 @@ def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
             complete.append(not raw or raw[-1][2] != "bonus")
             continue
         copy_, offset, w, boundary = held[left]
-        queued = w in base.started and base.started[w] > base.submitted[w]
+        queued = w in base.started and base.started[w] > base.submitted[w] \
+            and not (windowed and left - w < 2)
         if (boundary or queued) and first_bonus >= left and len(raw) >= left:
             prefix.append(left)
             tails.append(empty)
@@ -867,7 +929,21 @@ class _WindowDecider:
 def event_run(p: SimParams, rng: np.random.Generator) -> list[Commit]:
     """One run of the event model with acceptances drawn from ``rng``: with a rate ``a``, one
     uniform per verified draft, in commit order; with a law (``p.acceptance``), one accepted
-    length per window, when its first draft is decided (`_WindowDecider`)."""
+    length per window, when its first draft is decided (`_WindowDecider`). With
+    ``decisions="window"``: one accepted length ``L`` per window (from ``p.law``, the i.i.d. law
+    of ``a`` when a rate is given), drawn when the window is decided; it accepts
+    ``min(L, m)`` of its ``m`` drafts."""
+    if p.decisions == "window":
+        law = p.law
+        probs = np.array([float(x) for x in law.probabilities])
+        probs = probs / probs.sum()
+        engine = _engine(p, p.n_tokens, True, 0, lambda _: True, False)
+
+        def decide_window(first: int, m: int) -> int:
+            return min(int(rng.choice(law.k + 1, p=probs)), m)
+
+        engine.decide_window = decide_window  # type: ignore[method-assign]
+        return engine.run()
     if p.acceptance is None:
         a = float(p.rate)
         return _engine(p, p.n_tokens, True, 0, lambda _: bool(rng.random() < a), False).run()

@@ -20,14 +20,20 @@ from ..base.errors import InsufficientServersError, InvalidParameterError
 from ..base.validate import check_int, check_number
 from .acceptance import AcceptanceLaw, as_acceptance_law
 
-__all__ = ["ALGORITHMS", "MODELS", "Algorithm", "Contention", "InsufficientServersError",
-           "Model", "Num", "SimParams", "is_exact", "required_servers"]
+__all__ = ["ALGORITHMS", "DECISIONS", "MODELS", "Algorithm", "Contention", "Decisions",
+           "InsufficientServersError", "Model", "Num", "SimParams", "is_exact",
+           "required_servers"]
 
 Num: TypeAlias = Fraction | float | int
 Algorithm = Literal["nonsi", "si", "dsi"]
 Model = Literal["paper", "event"]
 ALGORITHMS: tuple[Algorithm, ...] = ("nonsi", "si", "dsi")
 MODELS: tuple[Model, ...] = ("paper", "event")
+Decisions = Literal["position", "window"]
+#: How the event model's committer decides drafts: ``"position"``, each draft when ``p``
+#: reaches it (token-level rules); ``"window"``, a verification task's window at once when it
+#: is complete and ``p`` is supplied at all of it (block verification, fixed windows).
+DECISIONS: tuple[Decisions, ...] = ("position", "window")
 QUEUES = ("fifo", "lifo", "any")
 
 
@@ -149,6 +155,12 @@ class SimParams:
         acceptance: instead of ``a``, the law of accepted lengths per window of ``lookahead``
             drafts (`dsi_ref.sim.acceptance.AcceptanceLaw`, or a mapping ``{length:
             probability}``); exactly one of ``a`` and ``acceptance`` is given.
+        decisions: how DSI's committer decides drafts (`DECISIONS`): ``"position"`` (each
+            draft as soon as ``p`` is supplied there: token-level rules) or ``"window"`` (a
+            verification task's window as one block once it is complete and ``p`` is supplied
+            at all of it: block verification with fixed windows, docs/dsi-semantics.md "Block
+            decisions"). The event model only; non-SI and SI decide a window at once either
+            way (their value does not change).
     """
 
     algorithm: Algorithm
@@ -164,6 +176,7 @@ class SimParams:
     contention: Contention | None = None
     verify_cost: Num | None = None
     acceptance: AcceptanceLaw | None = None
+    decisions: Decisions = "position"
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -191,6 +204,12 @@ class SimParams:
         check_number("verify_cost", self.verify_cost, positive=True, allow_none=True)
         if self.queue not in QUEUES:
             raise InvalidParameterError(f"queue must be one of {QUEUES}, got {self.queue!r}")
+        if not isinstance(self.decisions, str) or self.decisions not in DECISIONS:
+            raise InvalidParameterError(f"decisions must be one of {DECISIONS}, got "
+                                        f"{self.decisions!r}")
+        if self.decisions == "window" and self.model == "paper" and self.algorithm == "dsi":
+            raise InvalidParameterError("the paper model has no committer: decisions='window' "
+                                        "needs model='event'")
         if self.sp_degree is not None:
             object.__setattr__(self, "sp_degree", check_int("sp_degree", self.sp_degree))
         if self.model == "event" and self.algorithm == "dsi" and self.sp_degree is None:
