@@ -17,7 +17,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import dsi_ref as dr
-from dsi_ref.audit.registry import DECODERS, DecoderSpec, Variant
+from dsi_ref.audit.registry import DECODERS, STRING_LEVEL_DECODERS, DecoderSpec, Variant
 from dsi_ref.audit.strategies import latencies, lookaheads, model_pairs, prompts, sp_degrees
 
 CASES = [pytest.param(spec, variant, id=f"{spec.name}-{variant.label}")
@@ -106,7 +106,11 @@ def test_every_public_decoder_is_registered() -> None:
               if inspect.isfunction(getattr(dr, name))
               and inspect.signature(getattr(dr, name)).return_annotation in ("Run", dr.Run)}
     assert {"autoregressive", "speculative", "dsi"} <= public
-    missing = public - set(DECODERS)
+    # a decoder over two vocabularies (it takes tokenizers) is checked over output strings
+    assert set(STRING_LEVEL_DECODERS) <= public
+    for name in STRING_LEVEL_DECODERS:
+        assert "target_tokenizer" in inspect.signature(getattr(dr, name)).parameters
+    missing = public - set(DECODERS) - set(STRING_LEVEL_DECODERS)
     assert not missing, f"public decoders missing from dsi_ref.audit.registry.DECODERS: {missing}"
     for spec in DECODERS.values():
         assert getattr(dr, spec.name) is spec.fn, f"{spec.name} is not the public function"

@@ -20,7 +20,7 @@ from ..decoders.dsi import dsi
 from ..decoders.speculative import speculative
 from ..decoders.tree import TREE_VERIFY_RULES, tree_speculative
 
-__all__ = ["DECODERS", "DecoderSpec", "Variant", "register"]
+__all__ = ["DECODERS", "STRING_LEVEL_DECODERS", "DecoderSpec", "Variant", "register"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,13 @@ register(DecoderSpec(
                            greedy=rule == "greedy") for rule in TREE_VERIFY_RULES),
     reference="autoregressive (the target's own law; its greedy sequence for greedy)",
 ))
+
+
+#: Public decoders whose losslessness is a property of output *strings*, checked apart from the
+#: registry's properties (which draw same-vocabulary pairs and call ``fn(target, drafter, prompt,
+#: max_new_tokens, rng, ...)``): their name, and where they are checked.
+STRING_LEVEL_DECODERS: dict[str, str] = {
+    "cross_vocab_speculative": "tests/test_cross_vocab.py (exact, over strings and ids), "
+                               "tests/test_cross_vocab_statistical.py, the audit's cross-vocab "
+                               "section",
+}
