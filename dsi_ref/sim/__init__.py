@@ -77,7 +77,8 @@ def _params(algorithm: Algorithm, c: Num, a: Num | None, lookahead: int | None, 
             n_tokens: int, model: Model, sp_degree: int | None, queue: str,
             target_first: Num | None, drafter_first: Num | None,
             contention: Contention | None = None, verify_cost: Num | None = None,
-            acceptance: AcceptanceLike | None = None, decisions: str = "position") -> SimParams:
+            acceptance: AcceptanceLike | None = None, decisions: str = "position",
+            task_overhead: Num | None = None) -> SimParams:
     given = _resolve_lookahead(lookahead, k)
     if given is None:
         if algorithm != "nonsi":
@@ -88,7 +89,8 @@ def _params(algorithm: Algorithm, c: Num, a: Num | None, lookahead: int | None, 
                      queue,  # type: ignore[arg-type]
                      target_first, drafter_first, contention, verify_cost,
                      acceptance,  # type: ignore[arg-type]  # a mapping is converted there
-                     decisions)  # type: ignore[arg-type]  # checked there
+                     decisions,  # type: ignore[arg-type]  # checked there
+                     task_overhead)
 
 
 def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
@@ -97,7 +99,7 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
                      target_first: Num | None = None, drafter_first: Num | None = None,
                      contention: Contention | None = None, verify_cost: Num | None = None,
                      k: int | None = _UNSET, acceptance: AcceptanceLike | None = None,
-                     decisions: str = "position") -> Num:
+                     decisions: str = "position", task_overhead: Num | None = None) -> Num:
     """The exact expected latency ``E[T]`` of generating ``N = n_tokens`` tokens.
 
     Args:
@@ -133,6 +135,9 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
             (docs/dsi-semantics.md, "Block decisions"; give block's law as ``acceptance``). DSI
             with ``model="event"`` only (`InvalidParameterError` with the paper model); non-SI
             and SI decide a window at once either way, so their value does not change.
+        task_overhead: event model's DSI: ``o``, added to every target-server task's cost (the
+            remote servers of `dsi_ref.backends.ray`: an actor call's round trip and
+            transfers, measured); ``None`` = 0. Non-SI and SI are unchanged.
 
     Returns a ``Fraction`` when every number given is rational (and no contention), else a
     float.
@@ -143,7 +148,7 @@ def expected_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
     Fraction(8, 5)
     """
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention, verify_cost, acceptance, decisions)
+                drafter_first, contention, verify_cost, acceptance, decisions, task_overhead)
     if p.algorithm == "nonsi":
         return nonsi_exact(p)
     if p.algorithm == "si":
@@ -158,13 +163,15 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
                      target_first: Num | None = None, drafter_first: Num | None = None,
                      contention: Contention | None = None, verify_cost: Num | None = None,
                      k: int | None = _UNSET, acceptance: AcceptanceLike | None = None,
-                     decisions: str = "position") -> NDArray[np.float64]:
+                     decisions: str = "position",
+                     task_overhead: Num | None = None) -> NDArray[np.float64]:
     """Latencies of ``n_repeats`` independent runs (Monte Carlo, vectorised over runs).
 
     Same arguments as `expected_latency`, plus ``n_repeats`` and ``seed`` (an int or a numpy
     ``Generator``; nothing else is random), the same alias ``k=`` of ``lookahead`` and the same
     ``acceptance=`` (a law of accepted lengths per window, instead of ``a``) and ``decisions=``
-    (``"window"``: block decisions with fixed windows). The mean converges to
+    (``"window"``: block decisions with fixed windows), and ``task_overhead=``. The mean
+    converges to
     `expected_latency`.
 
     >>> simulate_latency("nonsi", c=0.1, a=0.5, n_tokens=7, n_repeats=3, seed=0)
@@ -172,7 +179,7 @@ def simulate_latency(algorithm: Algorithm, *, c: Num, a: Num | None = None,
     """
     n_repeats = check_int("n_repeats", n_repeats)
     p = _params(algorithm, c, a, lookahead, k, n_tokens, model, sp_degree, queue, target_first,
-                drafter_first, contention, verify_cost, acceptance, decisions)
+                drafter_first, contention, verify_cost, acceptance, decisions, task_overhead)
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(
         check_seed("seed", seed))
     if p.model == "event" and p.algorithm == "dsi":

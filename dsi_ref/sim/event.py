@@ -105,12 +105,15 @@ class _Costs:
         t1 = p.target_first if p.target_first is not None else 1
         d1 = p.drafter_first if p.drafter_first is not None else p.c
         costs: list[int | float]
+        o = p.overhead          # a remote server's per-task overhead, on every target task
         if p.exact:
-            values = [Fraction(p.c), Fraction(1), Fraction(t1), Fraction(d1), Fraction(p.verify)]
+            values = [Fraction(p.c), 1 + Fraction(o), Fraction(t1) + Fraction(o), Fraction(d1),
+                      Fraction(p.verify) + Fraction(o)]
             scale = math.lcm(*(v.denominator for v in values))
             costs = [int(x * scale) for x in values]
         else:
-            costs, scale = [float(p.c), 1.0, float(t1), float(d1), float(p.verify)], 1
+            costs, scale = [float(p.c), 1.0 + float(o), float(t1) + float(o), float(d1),
+                            float(p.verify) + float(o)], 1
         c, t, tf, df, v = costs
         return cls(c, t, tf if p.target_first is not None else None, df, v, scale)
 

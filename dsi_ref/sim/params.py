@@ -161,6 +161,11 @@ class SimParams:
             at all of it: block verification with fixed windows, docs/dsi-semantics.md "Block
             decisions"). The event model only; non-SI and SI decide a window at once either
             way (their value does not change).
+        task_overhead: ``o``, what a DSI target task costs beyond its forward when the servers
+            are remote (an actor call's round trip, the transfer of its tokens and rows; target
+            forward = 1): event model only, added to every target-server task (frontier,
+            verification, first forward). Non-SI and SI run in one process: unchanged.
+            ``None`` = 0. `dsi_ref.backends.ray` measures it (docs/ray-backend.md).
     """
 
     algorithm: Algorithm
@@ -177,6 +182,7 @@ class SimParams:
     verify_cost: Num | None = None
     acceptance: AcceptanceLaw | None = None
     decisions: Decisions = "position"
+    task_overhead: Num | None = None
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -202,6 +208,7 @@ class SimParams:
         check_number("target_first", self.target_first, positive=True, allow_none=True)
         check_number("drafter_first", self.drafter_first, positive=True, allow_none=True)
         check_number("verify_cost", self.verify_cost, positive=True, allow_none=True)
+        check_number("task_overhead", self.task_overhead, low=0, allow_none=True)
         if self.queue not in QUEUES:
             raise InvalidParameterError(f"queue must be one of {QUEUES}, got {self.queue!r}")
         if not isinstance(self.decisions, str) or self.decisions not in DECISIONS:
@@ -224,6 +231,9 @@ class SimParams:
         if self.verify_cost is not None and self.model == "paper" and self.algorithm == "dsi":
             raise InvalidParameterError("the paper model charges DSI per segment, not per "
                                         "forward: verify_cost needs model='event'")
+        if self.task_overhead is not None and self.model == "paper" and self.algorithm == "dsi":
+            raise InvalidParameterError("the paper model has no target tasks to charge: "
+                                        "task_overhead needs model='event'")
         if self.model == "paper" and self.algorithm == "dsi" and self.sp_degree is not None:
             need = required_servers(self.c, self.lookahead)
             if self.sp_degree < need:
@@ -238,7 +248,8 @@ class SimParams:
         """True when every number is rational (results are then exact ``Fraction``s)."""
         law_exact = self.acceptance is None or self.acceptance.exact
         return self.contention is None and law_exact and is_exact(
-            self.c, self.a, self.target_first, self.drafter_first, self.verify_cost)
+            self.c, self.a, self.target_first, self.drafter_first, self.verify_cost,
+            self.task_overhead)
 
     @property
     def rate(self) -> Num:
@@ -260,6 +271,12 @@ class SimParams:
     def verify(self) -> Num:
         """``v``: the cost of a verification forward (``verify_cost``, 1 when ``None``)."""
         return 1 if self.verify_cost is None else self.verify_cost
+
+    @property
+    def overhead(self) -> Num:
+        """``o``: the per-task overhead of a remote target server (``task_overhead``, 0 when
+        ``None``)."""
+        return 0 if self.task_overhead is None else self.task_overhead
 
     def prefill_extra(self, *, drafter: bool) -> Num:
         """``(target_first − 1) + (drafter_first − c)`` (the drafter part only if it drafts)."""
