@@ -540,7 +540,9 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
                       min_expected: float = 5.0, top: int = 5,
                       on_underpowered: Literal["raise", "report"] = "raise",
                       progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-                      determinism_checks: int = 10) -> StatisticalReport:
+                      determinism_checks: int = 10,
+                      sample_map: Callable[[Callable[[int], Any], list[int]], Iterable[Any]]
+                      | None = None) -> StatisticalReport:
     """Audit ``sample_fn`` (``seed -> one generated sequence``) against ``reference_law``.
 
     ``sample_fn`` may draw from a generator of its own, seeded from ``seed`` (a black box cannot
@@ -567,6 +569,10 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
             ``"report"`` samples anyway and says ``"inconclusive"`` unless it rejects.
         progress: optional wrapper of the seed iterator (e.g. ``tqdm``).
         determinism_checks: how many seeds are sampled twice (0: none).
+        sample_map: how the samples are drawn: ``sample_map(sample_fn, seeds)`` gives
+            ``sample_fn(s)`` for each seed, in order (default: one by one, here). A parallel map
+            (e.g. `dsi_ref.backends.ray.ray_map`) draws the same samples elsewhere, so the
+            counts and the verdict do not depend on it.
 
     >>> import dsi_ref as dr
     >>> t = dr.TableLM.context_free((Fraction(1, 2), Fraction(1, 2)))
@@ -599,14 +605,23 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
                                 alternative.describe())
     determinism_checks = check_int("determinism_checks", determinism_checks, low=0,
                                    error=InvalidAuditError)
+    if sample_map is not None and not callable(sample_map):
+        raise InvalidAuditError(f"sample_map must be a function (sample_fn, seeds) -> samples, "
+                                f"got {sample_map!r}")
     seeds: Iterable[int] = sample_seeds(seed, n_samples)
     if progress is not None:
         seeds = progress(seeds)
     start = time.perf_counter()
     counts: Counter[Outcome] = Counter()
     first: list[tuple[int, Outcome]] = []
-    for s in seeds:
-        outcome = _outcome(sample_fn(s))
+    samples: Iterable[tuple[int, Any]]
+    if sample_map is None:
+        samples = ((s, sample_fn(s)) for s in seeds)
+    else:
+        listed = list(seeds)
+        samples = zip(listed, sample_map(sample_fn, listed), strict=True)
+    for s, value in samples:
+        outcome = _outcome(value)
         counts[outcome] += 1
         if len(first) < determinism_checks:
             first.append((s, outcome))
