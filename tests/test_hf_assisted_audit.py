@@ -69,11 +69,28 @@ def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -
         _assert_lossless(report, f"{name} through the torch adapter")
 
 
+#: Mutants whose law is too close to the target's for the default run's sample sizes: the
+#: block verifier whose residual ignores the accepted prefix's weight is at TV 1/162 on parity
+#: with 3 tokens (168,448 draws for power 1 - 1e-9) and 0.011 on bigram with 4 (35,968 draws);
+#: it is checked with 4 tokens in the slow tests (and killed exactly by the zoo's exact hunt).
+SUBTLE = {"block-unadjusted-residual"}
+
+
 @pytest.mark.statistical(alpha=1e-9)  # a miss at power 1 - POLICY_MISS
 @pytest.mark.parametrize("via", ["sampler", "torch"])
-@pytest.mark.parametrize("mutant", list(MUTANTS))
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m not in SUBTLE])
 def test_every_zoo_mutant_is_flagged_by_the_statistical_harness(mutant: str, via: str) -> None:
     (result,) = negative_controls(via, mutants=[mutant])
+    assert result.report.power >= 1 - POLICY_MISS
+    assert result.flagged, f"{mutant} via {via} on {result.model} not flagged:\n{result.report}"
+
+
+@pytest.mark.slow
+@pytest.mark.statistical(alpha=1e-9)  # a miss at power 1 - POLICY_MISS
+@pytest.mark.parametrize("via", ["sampler", "torch"])
+@pytest.mark.parametrize("mutant", sorted(SUBTLE))
+def test_the_subtle_zoo_mutants_are_flagged_with_longer_outputs(mutant: str, via: str) -> None:
+    (result,) = negative_controls(via, mutants=[mutant], max_new_tokens=4, max_samples=40_000)
     assert result.report.power >= 1 - POLICY_MISS
     assert result.flagged, f"{mutant} via {via} on {result.model} not flagged:\n{result.report}"
 
