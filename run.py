@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
-EXTRAS = {"audit": "plot", "test": "dev,plot,torch", "docs": "docs"}
+EXTRAS = {"audit": "plot", "test": "dev,plot,torch,ray", "docs": "docs"}
 
 
 def _stamp(extras: str) -> str:

@@ -118,9 +118,15 @@ def _bench(args: argparse.Namespace) -> int:
           f"server devices {','.join(args.server_devices or [where])}",
           flush=True)
 
-    engine = Engine(target, drafter, segments=args.segments,   # a BackendError: main's
-                    frontier_yields=args.frontier_yields, batched=args.batched,
-                    server_devices=args.server_devices)
+    if args.backend == "ray":   # DSI's servers as Ray actors (dsi_ref.backends.ray)
+        from ..backends.ray import RayEngine
+
+        engine: Engine = RayEngine(target, drafter, address=args.ray_address,
+                                   num_gpus=args.ray_gpus, segments=args.segments)
+    else:
+        engine = Engine(target, drafter, segments=args.segments,   # a BackendError: main's
+                        frontier_yields=args.frontier_yields, batched=args.batched,
+                        server_devices=args.server_devices)
     try:
         return _measure_and_run(engine, target, drafter, prompts, where, args)
     finally:
@@ -363,6 +369,12 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "concurrent forwards slow each other down on one device (skipped when "
                    "--server-devices puts servers on other devices) and the cost of a "
                    "verification forward of k + 1 tokens (0: skip both)")
+    p.add_argument("--backend", default="thread", choices=("thread", "ray"),
+                   help="DSI's target servers as threads (default) or as Ray actors")
+    p.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="with --backend ray: join this Ray cluster (default: start Ray here)")
+    p.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
+                   help="with --backend ray: GPUs per server actor (0.25: four share one GPU)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",

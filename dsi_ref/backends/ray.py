@@ -1,0 +1,425 @@
+"""DSI across processes and machines on Ray: target servers as actors, preemption as cancellation.
+
+`RayEngine` is the thread engine (`dsi_ref.backends.engine.Engine`) with its DSI target servers
+moved into Ray actors; everything else is inherited:
+
+* `RayEngine.dsi` runs `_RayDSI`, a `_WallClockDSI` — itself a `dsi_ref.decoders.dsi.DSIRun` —
+  so the committer, windows, frontier task, dispatch, queueing and preemption rules of
+  docs/dsi-semantics.md are the reference ones, not rewritten. The drafter and the committer run
+  in the driver (the calling process); non-SI and SI run there too, as in `Engine`.
+* Each of the ``SP`` target servers is a Ray actor (`_TargetServer`) with its own copy of the
+  target model and its own session (KV cache), on its own device (``num_gpus`` per actor, a
+  fraction to share one GPU).
+* A task is a call ``rows(tokens, count)`` on its server's actor. Preemption is `ray.cancel` of
+  that call: a queued call never runs; a running one stops at the next layer segment (the actor
+  checks ``is_canceled()`` between segments, as a thread server checks its flag). The result of
+  a cancelled or stale call is discarded by the inherited rule (a task no longer in
+  ``DSIRun.tasks`` supplies nothing).
+* Faults. A call whose actor died (`ray.kill`, a lost node) is *lost*: it produced no rows, so
+  nothing it computed can be committed. A lost task still wanted (not preempted) is sent again,
+  with the same tokens, to a live actor, which gives the same rows (the same weights); its
+  server slot moves to that actor. With no live actor left the run raises `ServerLostError`.
+* `connect` starts Ray in-process (``ray.init(num_cpus=…)``) or joins a cluster (``address=``);
+  an address where nothing answers fails within ``connect_timeout`` seconds with a
+  `BackendError`, instead of Ray's own long retries.
+
+`sample_parallel` / `ray_map` fan the statistical audit's samples out over Ray workers (the
+audit itself, `dsi_ref.audit.statistical`, never imports Ray: it takes ``sample_map=``).
+docs/ray-backend.md has the measured overheads and what they predict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import queue
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import ray
+import ray.exceptions
+
+from ..base.errors import BackendError
+from ..base.randomness import Randomness
+from ..base.result import Run
+from ..decoders.common import check_inputs
+from ..decoders.dsi import DSIConfig, QueuePolicy, Task
+from ..decoders.verification import Rule, VerifyRule
+from .engine import Engine, _Job, _WallClockDSI
+from .torch_session import BackendLM
+
+__all__ = ["RayEngine", "ServerLostError", "connect", "ray_map", "sample_parallel"]
+
+
+class ServerLostError(BackendError):
+    """Every target-server actor of a DSI run died: the run cannot go on (nothing a lost call
+    computed was committed)."""
+
+
+# -- connecting --------------------------------------------------------------------------------
+#: An HTTP/2 client preface and an empty SETTINGS frame: a Ray head (its GCS, or the Ray Client
+#: server of ``ray://``) is a gRPC server, which answers with a SETTINGS frame of its own.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Check that a gRPC server answers at ``host:port`` within ``timeout`` seconds, or raise a
+    `BackendError`. A TCP connection is not enough: ``ray.init`` retries for minutes against a
+    port that accepts connections but is not a Ray head (or behind a proxy that accepts all)."""
+    url = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = url.hostname, url.port
+    except ValueError:
+        host = port = None
+    if host is None or port is None:
+        raise BackendError(f"Ray address {address!r} is not host:port (or ray://host:port, "
+                           "or 'auto')")
+    deadline = time.monotonic() + timeout
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            sock.sendall(_H2_HELLO)
+            frame = b""
+            while len(frame) < 9:
+                chunk = sock.recv(9 - len(frame))
+                if not chunk:
+                    break
+                frame += chunk
+        if len(frame) < 9 or frame[3] != 0x04:
+            raise OSError("it does not answer as a gRPC server (not a Ray head)")
+    except OSError as error:
+        raise BackendError(f"no Ray cluster answers at {address!r} (within {timeout:g} s: "
+                           f"{error or type(error).__name__}); start one with `ray start "
+                           "--head`, or pass no address to start Ray in this process") from None
+
+
+def connect(address: str | None = None, *, num_cpus: int | None = None,
+            connect_timeout: float = 10.0) -> bool:
+    """Make sure Ray is running in this process; return whether this call started it.
+
+    Args:
+        address: ``None`` starts a local Ray in-process (``num_cpus`` CPUs, no dashboard);
+            ``"host:port"`` / ``"ray://host:port"`` joins that cluster (probed first: nothing
+            answering within ``connect_timeout`` seconds is a `BackendError`); ``"auto"`` joins
+            the cluster started on this machine by ``ray start``.
+        num_cpus: CPUs of a local Ray (ignored with ``address``).
+        connect_timeout: seconds to wait for an address to answer.
+
+    An already-initialised Ray is reused as it is (and not owned by this call); a given address
+    is probed all the same.
+    """
+    if address is not None and address != "auto":
+        _probe(address, connect_timeout)
+    if ray.is_initialized():
+        return False
+    try:
+        if address is None:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, TimeoutError, RuntimeError) as error:
+        raise BackendError(f"cannot start or join Ray (address={address!r}): {error}") from None
+    return True
+
+
+# -- the target servers ------------------------------------------------------------------------
+class _TargetServer:
+    """A target server in its own process: a copy of the target model, its own session."""
+
+    def __init__(self, lm: BackendLM, device: str | None, segments: int,
+                 graphs: bool | None, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+        if device is not None and torch.device(device) != lm.device:
+            lm = lm.replica(device)
+        self.session = lm.session(graphs=graphs, segments=segments)
+
+    def rows(self, tokens: tuple[int, ...], count: int) -> tuple[np.ndarray | None, float]:
+        """The task's rows (``None`` when cancelled while running) and the forward's seconds."""
+        cancelled = ray.get_runtime_context().is_canceled
+        began = time.perf_counter()
+        rows = self.session.rows_unless(tokens, count, cancelled)
+        return rows, time.perf_counter() - began
+
+    def ping(self, payload: Any = None) -> Any:
+        """Return ``payload`` (round trips and transfers are measured with it)."""
+        return payload
+
+
+_RemoteServer = ray.remote(_TargetServer)
+
+
+@dataclass
+class _Call:
+    """An actor call in flight: its task, the job (to send again if the actor dies), the slot."""
+
+    task: Task
+    job: _Job
+    slot: int
+
+
+class _RayOutbox:
+    """The thread engine's outbox (``get`` / ``get_nowait`` of finished tasks), over actor calls.
+
+    Items are ``(status, task, payload, seconds)`` as a thread server puts them: ``done`` (rows),
+    ``preempted`` (cancelled: no rows). A lost call still wanted goes to a live actor instead of
+    becoming an item; `ServerLostError` when none is left.
+    """
+
+    def __init__(self, engine: RayEngine) -> None:
+        self.engine = engine
+        self.calls: dict[ray.ObjectRef[Any], _Call] = {}      # calls whose reply is awaited
+        self.ready: deque[tuple[str, Task, Any, float]] = deque()   # items of cancelled calls
+        self.lost_tasks = 0
+
+    def submit(self, slot: int, job: _Job) -> None:
+        actor = self.engine.actor_for(slot)
+        ref = actor.rows.remote(job.tokens, job.count)
+        self.calls[ref] = _Call(job.task, job, slot)
+
+    def cancel(self, task_id: int) -> None:
+        """`ray.cancel` the task's call and hand the event loop its ``preempted`` item now: the
+        call's reply (rows or `TaskCancelledError`) is never read, so nothing it computed can
+        be committed, and the loop does not wait for Ray to confirm the cancellation (which
+        may come late)."""
+        for ref in [r for r, call in self.calls.items() if call.task.id == task_id]:
+            call = self.calls.pop(ref)
+            ray.cancel(ref)
+            self.ready.append(("preempted", call.task, None, 0.0))
+
+    def get(self) -> tuple[str, Task, Any, float]:
+        while True:
+            if self.ready:
+                return self.ready.popleft()
+            item = self._next(timeout=None)
+            if item is not None:
+                return item
+
+    def get_nowait(self) -> tuple[str, Task, Any, float]:
+        while True:
+            if self.ready:
+                return self.ready.popleft()
+            if not self.calls or not ray.wait(list(self.calls), num_returns=1, timeout=0)[0]:
+                raise queue.Empty
+            item = self._next(timeout=0)
+            if item is not None:
+                return item
+
+    def _next(self, timeout: float | None) -> tuple[str, Task, Any, float] | None:
+        """The next finished call as an item, or ``None`` when it was lost and sent again."""
+        if not self.calls:
+            raise BackendError("no actor call in flight (a bug of the event loop)")
+        (ref,), _ = ray.wait(list(self.calls), num_returns=1, timeout=timeout)
+        call = self.calls.pop(ref)
+        try:
+            rows, seconds = ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            return ("preempted", call.task, None, 0.0)
+        except ray.exceptions.RayActorError:
+            self.lost_tasks += 1
+            self.engine.lose(call.slot)
+            self.submit(call.slot, call.job)   # still wanted: the same job on a live actor
+            return None
+        except ray.exceptions.RayError as error:
+            return ("error", call.task, BackendError(f"target server failed: {error}"), 0.0)
+        if rows is None:
+            return ("preempted", call.task, None, seconds)
+        return ("done", call.task, rows, seconds)
+
+
+@dataclass(frozen=True)
+class _ActorInbox:
+    outbox: _RayOutbox
+    slot: int
+
+    def put(self, job: _Job) -> None:
+        self.outbox.submit(self.slot, job)
+
+
+@dataclass(frozen=True)
+class _ActorProxy:
+    """Server ``slot`` as `_WallClockDSI` sees a server: an inbox that calls its actor."""
+
+    inbox: _ActorInbox
+
+
+class _RayDSI(_WallClockDSI):
+    """`_WallClockDSI` whose servers are actors: preemption also cancels the actor call."""
+
+    def preempt(self, task: Task, why: str) -> None:
+        super().preempt(task, why)
+        outbox = self.outbox
+        assert isinstance(outbox, _RayOutbox)
+        outbox.cancel(task.id)
+
+    def run(self) -> Run:
+        outbox = self.outbox
+        assert isinstance(outbox, _RayOutbox)
+        lost_before = outbox.lost_tasks
+        run = super().run()
+        stats = dict(run.stats)
+        stats["lost_tasks"] = outbox.lost_tasks - lost_before
+        return Run(run.tokens, run.time, run.trace, stats)
+
+
+class RayEngine(Engine):
+    """`Engine` whose DSI target servers are Ray actors (non-SI, SI and the drafter stay local).
+
+    Args:
+        target: the target model; each actor gets its own copy (pickled, then moved to
+            ``server_device``). Build it on the CPU when servers go to GPUs.
+        drafter: the drafter (runs in this process).
+        address: a Ray cluster to join (``"host:port"``, ``"ray://host:port"``, ``"auto"``);
+            ``None`` starts Ray in this process (or reuses the one already running).
+        num_cpus: CPUs of an in-process Ray.
+        num_gpus: GPUs per server actor (a fraction shares one device: ``0.25`` puts four
+            servers on one GPU); ``0`` = CPU servers.
+        server_device: the device of each actor's model copy (default ``"cuda"`` when
+            ``num_gpus > 0``, else ``"cpu"``).
+        server_cpus: CPUs Ray reserves per server actor (``0``: any number share the CPUs).
+        server_threads: torch threads in each actor.
+        segments, graphs: as in `Engine` (the actors' sessions).
+        connect_timeout: seconds for ``address`` to answer (`connect`).
+    """
+
+    def __init__(self, target: BackendLM, drafter: BackendLM | None = None, *,
+                 address: str | None = None, num_cpus: int | None = None,
+                 num_gpus: float = 0.0, server_device: str | None = None,
+                 server_cpus: float = 0.0, server_threads: int = 1, segments: int = 4,
+                 graphs: bool | None = None, connect_timeout: float = 10.0) -> None:
+        if not num_gpus >= 0:
+            raise BackendError(f"num_gpus must be >= 0, got {num_gpus!r}")
+        self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout)
+        super().__init__(target, drafter, graphs=graphs, segments=segments)
+        self.num_gpus, self.server_cpus = num_gpus, server_cpus
+        self.server_device = server_device or ("cuda" if num_gpus > 0 else "cpu")
+        self.server_threads = server_threads
+        self.ray_outbox = _RayOutbox(self)
+        self.outbox = self.ray_outbox       # type: ignore[assignment]  # get / get_nowait
+        self.actors: list[Any] = []         # actor handles, in creation order
+        self.slots: list[int] = []          # server slot -> index in actors
+        self.dead: set[int] = set()
+        self._model_ref: Any = None
+
+    # -- actors -------------------------------------------------------------------------------
+    def _new_actor(self) -> int:
+        if self._model_ref is None:
+            shipped = copy.copy(self.target)
+            if hasattr(shipped, "_session"):
+                shipped._session = None     # the driver's default session stays here
+            self._model_ref = ray.put(shipped)
+        # out of order: Ray 2.60 stalls an in-order actor for 30 s, then fails its queue, when a
+        # call is cancelled in transit (a gap in its sequence numbers; docs/ray-backend.md)
+        actor = _RemoteServer.options(num_cpus=self.server_cpus, num_gpus=self.num_gpus,
+                                      max_restarts=0,
+                                      allow_out_of_order_execution=True).remote(
+            self._model_ref, self.server_device, self.segments, self.graphs,
+            self.server_threads)
+        self.actors.append(actor)
+        return len(self.actors) - 1
+
+    def servers(self, sp_degree: int) -> Sequence[_ActorProxy]:  # type: ignore[override]
+        """The first ``sp_degree`` server slots (an actor each, started on first use)."""
+        while len(self.slots) < sp_degree:
+            self.slots.append(self._new_actor())
+        return [_ActorProxy(_ActorInbox(self.ray_outbox, s)) for s in range(sp_degree)]
+
+    def actor_for(self, slot: int) -> Any:
+        """The live actor serving ``slot``."""
+        return self.actors[self.slots[slot]]
+
+    def lose(self, slot: int) -> None:
+        """The actor of ``slot`` died: move every slot it served to a live actor, or raise
+        `ServerLostError` when none is left."""
+        dead = self.slots[slot]
+        self.dead.add(dead)
+        live = [i for i in dict.fromkeys(self.slots) if i not in self.dead]
+        if not live:
+            raise ServerLostError(f"every target-server actor died ({len(self.dead)} lost); "
+                                  "no token of a lost call was committed")
+        for s, index in enumerate(self.slots):
+            if index == dead:
+                self.slots[s] = live[s % len(live)]
+
+    def close(self) -> None:
+        """Kill the actors (and stop Ray if this engine started it)."""
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors, self.slots, self.dead = [], [], set()
+        self.ray_outbox.calls.clear()
+        self.ray_outbox.ready.clear()
+        super().close()
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
+
+    # -- DSI ----------------------------------------------------------------------------------
+    def dsi(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
+            lookahead: int = 2, sp_degree: int = 2, verify: VerifyRule | Rule = "rejection",
+            queue: QueuePolicy = "fifo") -> Run:
+        """`Engine.dsi` with the ``sp_degree`` target servers as Ray actors.
+
+        ``Run.stats`` adds ``lost_tasks``: calls whose actor died during the run (each sent
+        again to a live actor when still wanted; none of them supplied a row).
+        """
+        config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
+        prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
+        self.drafter_session.rows(prompt, 1)                       # prefill everything, untimed
+        self.servers(sp_degree)
+        live = [i for i in dict.fromkeys(self.slots[:sp_degree]) if i not in self.dead]
+        # a dead actor is found, and replaced, by the run's first call to it
+        with contextlib.suppress(ray.exceptions.RayActorError):
+            ray.get([self.actors[i].rows.remote(prompt, 1) for i in live])
+        return _RayDSI(self, prompt, max_new_tokens, rng, config).run()
+
+
+# -- the statistical audit's fan-out -----------------------------------------------------------
+@ray.remote
+def _sample_chunk(sample_fn: Callable[[int], Any], seeds: list[int]) -> list[Any]:
+    return [sample_fn(s) for s in seeds]
+
+
+def sample_parallel(sample_fn: Callable[[int], Any], seeds: Sequence[int], *, workers: int,
+                    chunk: int | None = None) -> list[Any]:
+    """``[sample_fn(s) for s in seeds]``, computed by at most ``workers`` Ray tasks at once.
+
+    The seeds are cut into chunks (``chunk`` seeds each; default: about four chunks per worker)
+    and the results are put back in seed order, so the list — hence an audit's counts and
+    verdict — does not depend on ``workers``. ``sample_fn`` must be picklable (cloudpickle:
+    closures and lambdas are) and a function of its seed. Starts a local Ray if none runs.
+    """
+    if workers < 1:
+        raise BackendError(f"workers must be >= 1, got {workers!r}")
+    seeds = list(seeds)
+    if not seeds:
+        return []
+    connect()
+    size = chunk or max(1, -(-len(seeds) // (4 * workers)))
+    chunks = [seeds[i:i + size] for i in range(0, len(seeds), size)]
+    fn_ref = ray.put(sample_fn)
+    results: dict[int, list[Any]] = {}
+    pending: dict[ray.ObjectRef[Any], int] = {}
+    for index, part in enumerate(chunks):
+        if len(pending) >= workers:
+            (done,), _ = ray.wait(list(pending), num_returns=1)
+            results[pending.pop(done)] = ray.get(done)
+        pending[_sample_chunk.remote(fn_ref, part)] = index
+    for ref, index in pending.items():
+        results[index] = ray.get(ref)
+    return [value for index in range(len(chunks)) for value in results[index]]
+
+
+def ray_map(workers: int, chunk: int | None = None
+            ) -> Callable[[Callable[[int], Any], Sequence[int]], Iterable[Any]]:
+    """A ``sample_map`` for `dsi_ref.audit.statistical.statistical_audit`: its samples drawn
+    by `sample_parallel` over ``workers`` Ray workers."""
+    def sample_map(sample_fn: Callable[[int], Any], seeds: Sequence[int]) -> list[Any]:
+        return sample_parallel(sample_fn, seeds, workers=workers, chunk=chunk)
+    return sample_map
