@@ -1,15 +1,20 @@
 """The audit matrix over Hugging Face's candidate generators (``dsi_ref.backends.hf_generators``).
 
 Fast (default run): every greedy cell (a point mass: 21 draws give power 0.99 against every law
-at TV >= 0.2) and the matrix's shape: every one of the eight generators has cells or a stated
-reason. Slow: every sampled cell at TV >= 0.2. Each "lossless" assertion has false-alarm rate
-``POLICY_ALPHA`` = 1e-8 (docs/statistical-policy.md). The verdicts are for the installed
-``transformers`` version (in every failure message).
+at TV >= 0.2), the matrix's shape (every one of the eight generators has cells or a stated
+reason), and the white-box check of universal speculative decoding (the verifier is told a
+permuted draft law unless ``get_vocab()`` iterates in id order: exact, no sampling). Slow: every
+sampled cell at TV >= 0.2, and universal SD's lossy cells confirmed black-box on their first
+token at power 1 - 1e-9 against 9/10 of the white-box TV. Each "lossless" assertion has
+false-alarm rate ``POLICY_ALPHA`` = 1e-8, each "lossy" one a miss rate ``POLICY_MISS`` = 1e-9
+(docs/statistical-policy.md). The verdicts are for the installed ``transformers`` version (in
+every failure message).
 """
 
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 
 import pytest
 
@@ -17,16 +22,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from dsi_ref.audit.statistical import POLICY_ALPHA  # noqa: E402
+from dsi_ref.audit.statistical import POLICY_ALPHA, POLICY_MISS  # noqa: E402
 from dsi_ref.backends.hf_generators import (  # noqa: E402
     CELLS,
     FAST_CELLS,
     GENERATORS,
+    ID_VOCAB_ORDER,
     NOT_DRIVEN,
     Cell,
     audit_cell,
     cell_sampler,
     reference_law,
+    usd_draft_check,
+    usd_first_token_audit,
 )
 
 pytestmark = pytest.mark.torch
@@ -70,8 +78,24 @@ def test_greedy_cells_are_lossless_at_stated_power() -> None:
         assert result.verdict == "lossless", f"{cell.name} ({VERSION}):\n{result.report}"
 
 
-SAMPLED = [c for c in CELLS if c.do_sample
-           and c.generator != "UniversalSpeculativeDecodingGenerator"]
+USD = "UniversalSpeculativeDecodingGenerator"
+#: Universal SD's cells with the pinned, non-id ``get_vocab()`` order: lossy (HF's bug).
+USD_LOSSY = [c for c in CELLS if c.generator == USD and c.vocab_order != ID_VOCAB_ORDER]
+
+
+def test_universal_sd_tells_the_verifier_a_permuted_draft_law_unless_vocab_is_in_id_order(
+) -> None:
+    for cell in USD_LOSSY[:1]:
+        check = usd_draft_check(cell, seeds=range(2))
+        assert check.head_order != tuple(sorted(check.head_order))
+        assert check.max_tv > 0.5, f"{cell.name} ({VERSION}): fixed upstream?"
+        assert check.first_token_tv > Fraction(1, 10), check
+    control = usd_draft_check(Cell(USD, True, vocab_order=ID_VOCAB_ORDER), seeds=range(2))
+    assert control.head_order == tuple(sorted(control.head_order))
+    assert control.max_tv < 1e-9 and control.first_token_tv < Fraction(1, 10**9)
+
+
+SAMPLED = [c for c in CELLS if c.do_sample and c not in USD_LOSSY]
 
 
 @pytest.mark.slow
@@ -81,3 +105,36 @@ def test_sampled_cells_are_lossless_at_stated_power(cell: Cell) -> None:
     result = audit_cell(cell, epsilon=0.2)
     assert result.power is not None and result.power >= 0.99
     assert result.verdict == "lossless", f"{cell.name} ({VERSION}):\n{result.report}"
+
+
+@pytest.mark.slow
+@pytest.mark.statistical(alpha=POLICY_MISS)  # a negative control: the miss rate
+@pytest.mark.parametrize("cell", USD_LOSSY, ids=[c.name for c in USD_LOSSY])
+def test_universal_sd_is_lossy_on_its_first_token_at_stated_power(cell: Cell) -> None:
+    report = usd_first_token_audit(cell)
+    assert report.power >= 1 - POLICY_MISS
+    assert report.verdict == "lossy", f"{cell.name} ({VERSION}): fixed upstream?\n{report}"
+
+
+def test_the_engines_section_is_opt_in_and_named() -> None:
+    from dsi_ref import cli
+
+    assert "engines" in [s.name for s in cli.audit_sections()]
+    assert "engines" not in [s.name for s in cli.select_sections()]
+    assert [s.name for s in cli.select_sections(["engines"])] == ["engines"]
+
+
+@pytest.mark.statistical(alpha=POLICY_ALPHA)  # one greedy cell's "lossless"
+def test_audit_section_engines_quick_runs_greedy_cells_and_the_white_box(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import dsi_ref.backends.hf_generators as gen
+    from dsi_ref import cli
+
+    usd = [c for c in CELLS if c.generator == USD]
+    monkeypatch.setattr(gen, "CELLS", (GREEDY[0], *usd))
+    assert cli.main(["audit", "--section", "engines", "--quick", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert GREEDY[0].name in out and "white box, first token" in out
+    assert "not driven" in out and "PASS: 1/1 sections passed" in out
+    rows = [line for line in out.splitlines() if line.startswith(USD)]
+    assert len(rows) == len(usd) and all("white box" in r for r in rows)  # --quick: no sampling

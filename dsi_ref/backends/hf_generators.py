@@ -49,7 +49,13 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from ..audit.exact import Law
 from ..audit.laws import target_distribution
-from ..audit.statistical import POLICY_ALPHA, Alternative, StatisticalReport, statistical_audit
+from ..audit.statistical import (
+    POLICY_ALPHA,
+    POLICY_MISS,
+    Alternative,
+    StatisticalReport,
+    statistical_audit,
+)
 from ..base.models import LanguageModel, Prefix, TableLM, checked_probs
 from ..base.processors import processed
 from ..base.stateful import RepetitionPenalty, recomputed
@@ -60,16 +66,22 @@ __all__ = [
     "CELLS",
     "FAST_CELLS",
     "GENERATORS",
+    "ID_VOCAB_ORDER",
     "NOT_DRIVEN",
+    "USD_VOCAB_ORDER",
     "BigramHeadLM",
     "Cell",
     "CellResult",
+    "DraftCheck",
     "EarlyExitToyLM",
     "Settings",
     "audit_cell",
     "cell_sampler",
+    "quiet_transformers",
     "reference_law",
     "run_matrix",
+    "usd_draft_check",
+    "usd_first_token_audit",
     "word_tokenizer",
 ]
 
@@ -108,6 +120,13 @@ NOT_DRIVEN: dict[str, str] = {
         "hidden states, input and output embeddings; no such draft class ships with "
         "transformers and no toy provides it"),
 }
+
+def quiet_transformers() -> None:
+    """Silence ``transformers``' warnings (each toy ``generate`` call would repeat them)."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
 
 _VOCAB = 4
 _WORDS = ("a", "b", "c", "d")
@@ -160,13 +179,31 @@ class Cell:
     settings: Settings = field(default_factory=Settings)
     prompt: tuple[int, ...] = (0, 1)
     max_new_tokens: int = 3
+    #: The assistant tokenizer's ``get_vocab()`` order (tokenizer-pair generators only).
+    vocab_order: tuple[str, ...] | None = None
+
+    @property
+    def label(self) -> str:
+        """The settings' label, and the ``get_vocab()`` order when it is the id order."""
+        if self.vocab_order == ID_VOCAB_ORDER:
+            return f"{self.settings.label}, get_vocab in id order"
+        return self.settings.label
 
     @property
     def name(self) -> str:
         """``generator / sample|greedy / settings``."""
-        return f"{self.generator} / {'sample' if self.do_sample else 'greedy'} / " \
-               f"{self.settings.label}"
+        return f"{self.generator} / {'sample' if self.do_sample else 'greedy'} / {self.label}"
 
+
+#: The assistant's word order for the different-tokenizer generators (one extra word, "z"):
+#: assistant id ``i`` is ``_ASSISTANT_WORDS[i]``, BOS ``<s>`` is id 5.
+_ASSISTANT_WORDS = ("c", "z", "a", "d", "b")
+#: The ``get_vocab()`` order of the assistant tokenizer in the matrix: one of the orders a fast
+#: tokenizer's hash map may return (not the id order), pinned so that the cells are reproducible.
+USD_VOCAB_ORDER: tuple[str, ...] = ("<s>", "b", "d", "a", "z", "c")
+#: The id order: the only kind of order under which universal SD's head pruning is consistent.
+ID_VOCAB_ORDER: tuple[str, ...] = (*_ASSISTANT_WORDS, _BOS_WORD)
+_PAIR = ("AssistedCandidateGeneratorDifferentTokenizers", "UniversalSpeculativeDecodingGenerator")
 
 _SETTINGS = (Settings(), Settings(temperature=Fraction(1, 2)), Settings(top_k=2),
              Settings(top_p=Fraction(7, 10)), Settings(repetition_penalty=2))
@@ -186,6 +223,8 @@ def _cells() -> tuple[Cell, ...]:
         greedy = generator != "UniversalSpeculativeDecodingGenerator"  # sampling only
         if samples:
             cells += [Cell(generator, True, s) for s in _SETTINGS]
+        if generator == "UniversalSpeculativeDecodingGenerator":  # the control of USD_FINDING
+            cells.append(Cell(generator, True, Settings(), vocab_order=ID_VOCAB_ORDER))
         if greedy:
             cells += [Cell(generator, False, s, prompt=_GREEDY_PROMPT) for s in _GREEDY_SETTINGS]
     return tuple(cells)
@@ -195,11 +234,9 @@ def _cells() -> tuple[Cell, ...]:
 #: ``AssistedCandidateGeneratorDifferentTokenizers`` when ``do_sample=False`` and to
 #: ``UniversalSpeculativeDecodingGenerator`` when ``do_sample=True``, so each has one half.
 CELLS: tuple[Cell, ...] = _cells()
-#: The default test run's subset: every greedy cell (a point mass: about 20 draws each) and
-#: universal speculative decoding sampled without processors (audited at TV >= 0.5 there).
-FAST_CELLS: tuple[Cell, ...] = tuple(
-    c for c in CELLS if not c.do_sample
-    or (c.generator == "UniversalSpeculativeDecodingGenerator" and c.settings == Settings()))
+#: The default test run's subset: every greedy cell (a point mass: about 20 draws each).
+#: Universal SD's sampled cells are covered there by the white-box `usd_draft_check`.
+FAST_CELLS: tuple[Cell, ...] = tuple(c for c in CELLS if not c.do_sample)
 
 
 # -- the toy models HF needs --------------------------------------------------------------------
@@ -326,9 +363,28 @@ class BigramHeadLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped
         return CausalLMOutputWithPast(logits=logits, past_key_values=past_key_values)
 
 
-def word_tokenizer(words: Sequence[str], bos: str = _BOS_WORD) -> PreTrainedTokenizerFast:
+class _PinnedVocabTokenizer(PreTrainedTokenizerFast):
+    """A fast tokenizer whose ``get_vocab()`` iterates in the fixed order ``vocab_order``.
+
+    A fast tokenizer's ``get_vocab()`` is a Rust hash map: its iteration order changes with every
+    instance. Universal speculative decoding depends on that order (see `USD_FINDING`), so the
+    matrix pins it."""
+
+    vocab_order: tuple[str, ...] = ()
+
+    def get_vocab(self) -> dict[str, int]:
+        """The vocabulary, iterated in ``vocab_order``."""
+        vocab: dict[str, int] = super().get_vocab()
+        return {w: vocab[w] for w in self.vocab_order}
+
+
+def word_tokenizer(words: Sequence[str], bos: str = _BOS_WORD,
+                   vocab_order: Sequence[str] | None = None) -> PreTrainedTokenizerFast:
     """A word-level ``PreTrainedTokenizerFast`` built in code: ``words[i]`` is id ``i``, ``bos``
-    (a special token) the next id; words are split on whitespace and decoded space-joined."""
+    (a special token) the next id; words are split on whitespace and decoded space-joined.
+
+    ``vocab_order`` (every word and ``bos``, once each) pins the iteration order of
+    ``get_vocab()``; without it the order is the Rust hash map's, different per instance."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     vocab = {w: i for i, w in enumerate(words)}
@@ -336,27 +392,21 @@ def word_tokenizer(words: Sequence[str], bos: str = _BOS_WORD) -> PreTrainedToke
     raw = Tokenizer(models.WordLevel(vocab, unk_token=bos))
     raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     raw.decoder = decoders.WordPiece(prefix="##")  # joins words with single spaces
-    tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
-        tokenizer_object=raw, bos_token=bos, unk_token=bos, pad_token=bos)
+    cls: type[PreTrainedTokenizerFast] = PreTrainedTokenizerFast
+    if vocab_order is not None:
+        if sorted(vocab_order) != sorted([*words, bos]):
+            raise ValueError(f"vocab_order {vocab_order!r} is not an order of {[*words, bos]!r}")
+        cls = type("PinnedVocabTokenizer", (_PinnedVocabTokenizer,),
+                   {"vocab_order": tuple(vocab_order)})
+    tok = cls(tokenizer_object=raw, bos_token=bos, unk_token=bos, pad_token=bos)
     return tok
 
 
 # -- samplers -----------------------------------------------------------------------------------
 
-#: The assistant's word order for the different-tokenizer generators (one extra word, "z").
-_ASSISTANT_WORDS = ("c", "z", "a", "d", "b")
-
-
-def cell_sampler(cell: Cell, target: LanguageModel | None = None,
-                 drafter: LanguageModel | None = None, *,
-                 warm_up: bool = True) -> Callable[[int], tuple[int, ...]]:
-    """``seed -> generated tokens`` of ``model.generate`` wired for ``cell.generator`` (torch's
-    global generator seeded by ``seed``; HF has no other source of randomness here).
-
-    ``warm_up`` draws once (seed 0) before returning: universal speculative decoding's first
-    call on a fresh assistant is not the same function of the seed as the later ones (it prunes
-    the assistant's head in place during that call), which the audit's determinism check
-    refuses; warmed up, every call is."""
+def _wiring(cell: Cell, target: LanguageModel | None = None,
+            drafter: LanguageModel | None = None) -> tuple[Any, torch.Tensor, dict[str, Any]]:
+    """``(model, input_ids, generate keyword arguments)`` of a cell."""
     if target is None or drafter is None:
         target, drafter = _toys()
     bos = target.vocab_size
@@ -384,8 +434,7 @@ def cell_sampler(cell: Cell, target: LanguageModel | None = None,
     elif g == "PromptLookupCandidateGenerator":
         model = to_hf(target)
         kwargs["prompt_lookup_num_tokens"] = 2
-    elif g in ("AssistedCandidateGeneratorDifferentTokenizers",
-               "UniversalSpeculativeDecodingGenerator"):
+    elif g in _PAIR:
         model = to_hf(target)
         order = [(_WORDS.index(w) if w in _WORDS else None) for w in _ASSISTANT_WORDS]
         config = ToyConfig(toy_vocab_size=len(_ASSISTANT_WORDS))
@@ -395,9 +444,26 @@ def cell_sampler(cell: Cell, target: LanguageModel | None = None,
         assistant.generation_config.num_assistant_tokens = 2
         assistant.generation_config.assistant_confidence_threshold = 0.0
         kwargs.update(assistant_model=assistant, tokenizer=word_tokenizer(_WORDS),
-                      assistant_tokenizer=word_tokenizer(_ASSISTANT_WORDS))
+                      assistant_tokenizer=word_tokenizer(
+                          _ASSISTANT_WORDS, vocab_order=cell.vocab_order or USD_VOCAB_ORDER))
     else:
         raise ValueError(f"{g}: not driven here ({NOT_DRIVEN.get(g, 'unknown generator')})")
+    return model, input_ids, kwargs
+
+
+def cell_sampler(cell: Cell, target: LanguageModel | None = None,
+                 drafter: LanguageModel | None = None, *,
+                 warm_up: bool = True) -> Callable[[int], tuple[int, ...]]:
+    """``seed -> generated tokens`` of ``model.generate`` wired for ``cell.generator`` (torch's
+    global generator seeded by ``seed``; HF has no other source of randomness here).
+
+    ``warm_up`` draws once (seed 0) before returning: universal speculative decoding's first
+    call on a fresh assistant is not the same function of the seed as the later ones: it prunes
+    the assistant's head in place during that call, and ``prune_linear_layer`` builds a new
+    ``nn.Linear`` whose random initialisation draws from torch's global generator after the
+    seed was set (the law is the same; the audit's determinism check refuses the sampler).
+    Warmed up, every call is the same function of its seed."""
+    model, input_ids, kwargs = _wiring(cell, target, drafter)
 
     def sample(seed: int) -> tuple[int, ...]:
         torch.manual_seed(seed)
@@ -406,7 +472,7 @@ def cell_sampler(cell: Cell, target: LanguageModel | None = None,
         return tuple(int(t) for t in out[0, input_ids.shape[1]:])
 
     if warm_up:
-        sample(0)  # universal SD: the first call installs the pruned head (see FINDINGS)
+        sample(0)  # universal SD: the first call installs the pruned head (see the docstring)
     return sample
 
 
@@ -438,6 +504,98 @@ def reference_law(cell: Cell, target: LanguageModel | None = None) -> Law:
             raise ValueError(f"greedy reference of {cell.name}: a tie at {prefix}")
         prefix += (row.index(best),)
     return {prefix[len(cell.prompt):]: Fraction(1)}
+
+
+# -- white box: universal speculative decoding ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DraftCheck:
+    """What universal SD's verifier is told, against what the draft was drawn from.
+
+    ``max_tv``: over every draft position of the sampled runs, the largest TV between the law
+    the assistant drew the draft token from (its processed scores, mapped to target ids through
+    the pruned head's own order) and the law handed to ``_speculative_sampling`` (the output of
+    ``get_target_logits``). ``first_token``: the exact law of the cell's first output token given
+    those two rows at the prompt (speculative sampling with draft law ``q`` verified against
+    ``q'``: ``P(y) = q(y) min(1, p(y)/q'(y)) + (1 - Σ_x q(x) min(1, p(x)/q'(x))) r(y)``,
+    ``r ∝ max(p - q', 0)``; the rows are HF's floats read exactly), ``first_token_tv`` its TV to
+    the processed target's row, a lower bound on the cell's TV."""
+
+    positions: int
+    max_tv: float
+    first_token: Law
+    reference: Law
+    first_token_tv: Fraction
+    head_order: tuple[int, ...]
+
+
+def _softmax_fractions(logits: torch.Tensor) -> list[Fraction]:
+    probs = torch.softmax(logits.to(torch.float64), dim=-1)
+    return [Fraction(float(x)) for x in probs]
+
+
+def usd_draft_check(cell: Cell, seeds: Iterable[int] = range(8)) -> DraftCheck:
+    """Instrument ``AssistantToTargetTranslator.get_target_logits`` (restored afterwards) while
+    the cell's sampler runs on ``seeds``; see `DraftCheck`."""
+    from transformers.generation import candidate_generator as cg
+
+    if cell.generator != "UniversalSpeculativeDecodingGenerator" or not cell.do_sample:
+        raise ValueError(f"{cell.name}: the draft check is for sampled universal SD cells")
+    original = cg.AssistantToTargetTranslator.get_target_logits
+    records: list[tuple[torch.Tensor, torch.Tensor]] = []
+    order: list[tuple[int, ...]] = []
+
+    def spy(self: Any, assistant_logits: torch.Tensor) -> torch.Tensor:
+        reported: torch.Tensor = original(self, assistant_logits)
+        drawn = torch.full_like(reported, -math.inf)
+        columns = self._assistant_to_target_input_ids[self.assistant_overlap_token_ids]
+        drawn[..., columns] = assistant_logits
+        records.append((drawn[0].clone(), reported[0].clone()))
+        order[:] = [tuple(int(i) for i in self.assistant_overlap_token_ids)]
+        return reported
+
+    cg.AssistantToTargetTranslator.get_target_logits = spy  # type: ignore[method-assign]
+    try:
+        sample = cell_sampler(cell)
+        for seed in seeds:
+            sample(seed)
+    finally:
+        cg.AssistantToTargetTranslator.get_target_logits = original  # type: ignore[method-assign]
+    tvs = [0.5 * float((torch.softmax(d[i].double(), -1) - torch.softmax(r[i].double(), -1))
+                       .abs().sum())
+           for d, r in records for i in range(d.shape[0])]
+    vocab = _VOCAB
+    p = [Fraction(x) for x in checked_probs(reference_model(cell), cell.prompt)]
+    q = _softmax_fractions(records[0][0][0])[:vocab]
+    q_told = _softmax_fractions(records[0][1][0])[:vocab]
+    accept = [q[y] * (Fraction(1) if q_told[y] <= p[y] else p[y] / q_told[y])
+              for y in range(vocab)]
+    residual = [max(Fraction(0), p[y] - q_told[y]) for y in range(vocab)]
+    rejected = 1 - sum(accept)
+    total = sum(residual)
+    law = {(y,): accept[y] + (rejected * residual[y] / total if total else Fraction(0))
+           for y in range(vocab)}
+    reference = {(y,): Fraction(p[y]) for y in range(vocab)}
+    tv = sum((abs(law[k] - reference[k]) for k in law), Fraction(0)) / 2
+    return DraftCheck(len(tvs), max(tvs), {k: v for k, v in law.items() if v},
+                      {k: v for k, v in reference.items() if v}, tv, order[0])
+
+
+def usd_first_token_audit(cell: Cell, *, power: float = 1 - POLICY_MISS,
+                          alpha: float = POLICY_ALPHA, seed: int = 0,
+                          check: DraftCheck | None = None) -> StatisticalReport:
+    """The black-box confirmation of `usd_draft_check`: the cell's first output token audited
+    against the processed target's row, with power ``power`` against every law at TV ``>=``
+    9/10 of the white-box first-token TV (so a miss has probability ``<= 1 - power``)."""
+    check = check if check is not None else usd_draft_check(cell)
+    if check.first_token_tv == 0:
+        raise ValueError(f"{cell.name}: the white-box check finds no loss to confirm")
+    sampler = cell_sampler(cell)
+    with single_thread():
+        return statistical_audit(lambda s: sampler(s)[:1], check.reference,
+                                 alternative=Alternative.tv(0.9 * float(check.first_token_tv)),
+                                 alpha=alpha, power=power, seed=seed)
 
 
 # -- the audit ----------------------------------------------------------------------------------
