@@ -21,6 +21,7 @@ from .base.errors import (
 )
 from .commands import (
     audit_command,
+    audit_engine,
     bench_command,
     heatmap_command,
     table_command,
@@ -34,6 +35,7 @@ __all__ = ["COMMANDS", "USER_ERRORS", "audit_sections", "build_parser", "main", 
 #: Sub-command installers; each adds a parser with ``func`` set.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
     audit_command.install,
+    audit_engine.install,
     bench_command.install,
     heatmap_command.install,
     table_command.install,
