@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..base.errors import InvalidParameterError
 from .args import check_output
+from .audit_engines import SECTION as ENGINES_SECTION
 from .audit_processors import SECTION as PROCESSORS_SECTION
 from .audit_sections import SECTIONS, Section, SectionSpec, render_section
 from .audit_vocab import SECTION as CROSS_VOCAB_SECTION
@@ -22,7 +23,7 @@ __all__ = ["TOP_SECTIONS", "audit_sections", "install", "select_sections"]
 
 #: Audit sections defined on the top floor, run after the core's sections.
 TOP_SECTIONS: list[SectionSpec] = [PROCESSORS_SECTION, CROSS_VOCAB_SECTION, THEOREMS_SECTION,
-                                   HF_SECTION]
+                                   HF_SECTION, ENGINES_SECTION]
 
 
 def audit_sections() -> list[SectionSpec]:
