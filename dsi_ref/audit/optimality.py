@@ -48,13 +48,12 @@ from scipy.optimize import linprog
 from scipy.sparse import csc_matrix
 
 from ..base.errors import InvalidParameterError
-from ..base.latency import Latency
 from ..base.models import LanguageModel, TableLM
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..decoders.common import check_inputs, model_probs
-from ..decoders.speculative import SIRun, SpeculativeConfig
 from ..decoders.verification import Rule, VerifyRule
+from .acceptance import window_acceptance_law
 from .exact import exact_expectation, exact_row
 
 __all__ = ["DRAFT_SCHEMES", "TREE_RULE_DRAFTS", "Certificate", "CertificateError", "Decoder",
@@ -515,14 +514,7 @@ def block_accepted(target: LanguageModel, drafter: LanguageModel, prompt: Sequen
     the expected ``stats["accepted"]`` after a single `SIRun.iterate` (budget ``γ + 1``, so the
     window is the full ``γ``). One iteration, not a whole run: a run would go on after a
     rejection and count the later iterations' acceptances too."""
-    prompt = check_inputs(target, prompt, gamma + 1, drafter)
-    config = SpeculativeConfig(gamma, verify, Latency())
-
-    def one_block(rng: Randomness) -> int:
-        run = SIRun(target, drafter, prompt, gamma + 1, rng, config)
-        run.iterate()
-        return run.stats["accepted"]
-
-    return Fraction(exact_expectation(one_block))
+    law = window_acceptance_law(target, drafter, gamma, verify, prompt)
+    return sum((length * prob for length, prob in law.items()), Fraction(0))
 
 
