@@ -228,3 +228,21 @@ def test_block_windows_is_validated() -> None:
     with pytest.raises(InvalidParameterError, match="block_windows"):
         dr.dsi(t, t, (), 2, dr.Sampler(0), verify="block",
                block_windows="widest")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("seed", "k"), [(1, 2), (2, 3), (5, 3)])
+def test_traversal_verification_on_a_chain_accepts_as_block_verification_does(
+        seed: int, k: int) -> None:
+    # Traversal Verification's update is derived in dsi_ref.decoders.tree (the paper's formula
+    # was not reachable); on a chain it must reduce to Sun et al.'s block verification: the same
+    # law of accepted drafts in one window
+    t, d = dr.TableLM.random(3, 2, seed=seed), dr.TableLM.random(3, 2, seed=40 + seed)
+
+    def accepted(run: Any) -> int:
+        return int(run.stats["accepted"])
+
+    chain = dr.exact_distribution(lambda rng: accepted(dr.tree_speculative(
+        t, d, (), k + 1, rng, tree=(1,) * k, verify="traversal")))
+    block = dr.exact_distribution(lambda rng: accepted(dr.speculative(
+        t, d, (), k + 1, rng, k, verify="block")))
+    assert chain == block
