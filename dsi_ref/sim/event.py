@@ -353,7 +353,13 @@ class _Engine:
 
     def clone(self, n: int) -> _Engine:
         """A copy of this state with budget ``n`` (task objects are never mutated: shared)."""
-        new = object.__new__(type(self))
+        return self.copy_as(type(self), n, list(self.commits))
+
+    def copy_as(self, cls: type[_Engine], n: int,
+                commits: list[tuple[int | float, int, Kind, int]]) -> _Engine:
+        """This state as a ``cls`` with budget ``n`` and ``commits``: the mutable containers are
+        copied, everything else (immutable, or never mutated) is shared."""
+        new = object.__new__(cls)
         new.__dict__.update(self.__dict__)
         new.n = n
         new.tasks = list(self.tasks)
@@ -361,7 +367,7 @@ class _Engine:
         new.busy = list(self.busy)
         new.server_first = list(self.server_first)
         new.supplied = set(self.supplied)
-        new.commits = list(self.commits)
+        new.commits = commits
         return new
 
 
@@ -527,16 +533,7 @@ class _RecordingEngine(_Engine):
 def _lite_clone(engine: _Engine, n: int) -> _Engine:
     """A plain `_Engine` copy of ``engine``'s state with budget ``n`` and no commits yet (its
     commits are the ones after the copy)."""
-    new = object.__new__(_Engine)
-    new.__dict__.update(engine.__dict__)
-    new.n = n
-    new.tasks = list(engine.tasks)
-    new.queue = deque(engine.queue)
-    new.busy = list(engine.busy)
-    new.server_first = list(engine.server_first)
-    new.supplied = set(engine.supplied)
-    new.commits = []
-    return new
+    return engine.copy_as(_Engine, n, [])
 
 
 @dataclass(frozen=True, eq=False)
