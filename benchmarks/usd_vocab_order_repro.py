@@ -1,6 +1,7 @@
 """Universal speculative decoding reports a permuted draft distribution to the verifier.
 
-transformers 5.23.0, torch 2.13 (CPU). Standalone: torch, transformers, tokenizers.
+transformers 5.23.0 and 5.24.0, torch 2.13 (CPU). Standalone: torch, transformers, tokenizers.
+(5.24 renamed the KV cache `past_key_values` -> `cache`; the toy model below speaks both.)
 
 AssistantToTargetTranslator (assistant_prune_lm_head=True, which generate() always passes)
 prunes the assistant's LM head to the overlap tokens in the order of
@@ -31,6 +32,8 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from transformers.utils import logging
 
 logging.set_verbosity_error()
+# The output's cache field: `cache` from transformers 5.24 on, `past_key_values` before.
+CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
 class PinnedVocabTokenizer(PreTrainedTokenizerFast):
@@ -86,14 +89,15 @@ class Bigram(PreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value):
         self.head = value
 
-    def forward(self, input_ids, past_key_values=None, attention_mask=None, logits_to_keep=0,
-                **kwargs):
-        if past_key_values is not None:
+    def forward(self, input_ids, cache=None, attention_mask=None, logits_to_keep=0,
+                past_key_values=None, **kwargs):
+        cache = cache if cache is not None else past_key_values
+        if cache is not None:
             z = torch.zeros(input_ids.shape[0], 1, input_ids.shape[1], 1)
-            past_key_values.update(z, z, 0)
+            cache.update(z, z, 0)
         logits = self.head(self.embed(input_ids))
         return CausalLMOutputWithPast(logits=logits[:, -logits_to_keep:] if logits_to_keep
-                                      else logits, past_key_values=past_key_values)
+                                      else logits, **{CACHE_FIELD: cache})
 
 
 def model(table, bos):

@@ -54,11 +54,11 @@ def test_cached_forward_equals_full_forward_and_crop_rewinds_the_prefix() -> Non
     ids = torch.tensor([[4, 1, 3, 0]])
     full = model(input_ids=ids).logits
     cache = DynamicCache(config=model.config)
-    first = model(input_ids=ids[:, :2], past_key_values=cache).logits
-    rest = model(input_ids=ids[:, 2:], past_key_values=cache).logits
+    first = model(input_ids=ids[:, :2], cache=cache).logits
+    rest = model(input_ids=ids[:, 2:], cache=cache).logits
     assert torch.equal(torch.cat([first, rest], dim=1), full)
     cache.crop(-2)  # as HF does after a rejection: drop the last two tokens
-    again = model(input_ids=torch.tensor([[2]]), past_key_values=cache).logits[0, -1]
+    again = model(input_ids=torch.tensor([[2]]), cache=cache).logits[0, -1]
     expected = model(input_ids=torch.tensor([[4, 1, 2]])).logits[0, -1]
     assert torch.equal(again, expected)
 

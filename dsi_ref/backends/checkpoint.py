@@ -157,7 +157,9 @@ class CheckpointSession:
 
     def model_logits(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits [L, V] of ``ids`` [1, L] after the cached tokens (extends the cache)."""
-        out = self.lm.model(input_ids=ids, past_key_values=self.cache, use_cache=True)
-        self.cache = out.past_key_values
+        from .hf_compat import forward_with_cache, output_cache  # transformers, imported lazily
+
+        out = forward_with_cache(self.lm.model, ids, self.cache)
+        self.cache = output_cache(out)
         logits: torch.Tensor = out.logits[0]
         return logits

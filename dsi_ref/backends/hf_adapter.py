@@ -37,6 +37,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from ..base.errors import InvalidDistributionError
 from ..base.models import LanguageModel, Number, Prefix, checked_probs
+from .hf_compat import cache_argument, causal_lm_output
 
 __all__ = [
     "DTYPES",
@@ -113,20 +114,23 @@ class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-
             self._rows[prefix] = row
         return row
 
-    def forward(self, input_ids: torch.Tensor, past_key_values: Cache | None = None,
+    def forward(self, input_ids: torch.Tensor, cache: Cache | None = None,
                 attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
-                logits_to_keep: int = 0, **kwargs: Any) -> CausalLMOutputWithPast:
+                logits_to_keep: int = 0, past_key_values: Cache | None = None,
+                **kwargs: Any) -> CausalLMOutputWithPast:
         """Logits for every position of ``input_ids`` (shape ``(batch, new, V + 1)``).
 
-        With a cache, ``input_ids`` are the new tokens only and the cache holds the earlier ones.
+        With a cache (``cache``, or ``past_key_values`` as transformers < 5.24 names it),
+        ``input_ids`` are the new tokens only and the cache holds the earlier ones.
         Padding is not interpreted (``attention_mask`` is ignored): use batches without padding.
         A BOS id later in a sequence (emitted only by a wrong decoder: its probability is 0) is
         passed to the toy model like any token; a toy model that cannot answer raises its error.
         """
         batch, new = input_ids.shape
         ids = input_ids.to(torch.float64).reshape(batch, 1, new, 1)
-        if past_key_values is not None:
-            keys, _ = past_key_values.update(ids, ids, 0)
+        cache = cache_argument(cache, past_key_values)
+        if cache is not None:
+            keys, _ = cache.update(ids, ids, 0)
             full = keys.reshape(batch, -1).to(torch.long)
         else:
             full = input_ids
@@ -142,7 +146,7 @@ class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-
         logits = torch.stack(rows)
         if logits_to_keep:
             logits = logits[:, -logits_to_keep:]
-        return CausalLMOutputWithPast(logits=logits, past_key_values=past_key_values)
+        return causal_lm_output(logits, cache)
 
 
 def to_hf(lm: LanguageModel, dtype: torch.dtype = torch.float32) -> ToyCausalLM:

@@ -61,6 +61,7 @@ from ..base.processors import processed
 from ..base.stateful import RepetitionPenalty, recomputed
 from .hf_adapter import ToyCausalLM, ToyConfig, to_hf
 from .hf_assisted import single_thread
+from .hf_compat import cache_argument, causal_lm_output
 
 __all__ = [
     "CELLS",
@@ -349,18 +350,20 @@ class BigramHeadLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped
         """Replaced by universal speculative decoding's pruned head."""
         self.head = new_embeddings  # type: ignore[assignment]
 
-    def forward(self, input_ids: torch.Tensor, past_key_values: Any = None,
+    def forward(self, input_ids: torch.Tensor, cache: Any = None,
                 attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
-                logits_to_keep: int = 0, **kwargs: Any) -> CausalLMOutputWithPast:
+                logits_to_keep: int = 0, past_key_values: Any = None,
+                **kwargs: Any) -> CausalLMOutputWithPast:
         """Logits of every new position (the cache only counts positions)."""
         batch, new = input_ids.shape
-        if past_key_values is not None:
+        cache = cache_argument(cache, past_key_values)
+        if cache is not None:
             zeros = torch.zeros(batch, 1, new, 1, dtype=torch.float32)
-            past_key_values.update(zeros, zeros, 0)
+            cache.update(zeros, zeros, 0)
         logits = self.head(self.embed(input_ids))
         if logits_to_keep:
             logits = logits[:, -logits_to_keep:]
-        return CausalLMOutputWithPast(logits=logits, past_key_values=past_key_values)
+        return causal_lm_output(logits, cache)
 
 
 class _PinnedVocabTokenizer(PreTrainedTokenizerFast):
