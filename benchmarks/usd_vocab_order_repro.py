@@ -33,7 +33,8 @@ from transformers.utils import logging
 
 logging.set_verbosity_error()
 # The output's cache field: `cache` from transformers 5.24 on, `past_key_values` before.
-CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+CACHE_FIELD = ("cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__
+               else "past_key_values")
 
 
 class PinnedVocabTokenizer(PreTrainedTokenizerFast):
