@@ -1,83 +1,326 @@
 #!/usr/bin/env python3
 """Bootstrap for the README's quick start: needs only Python >= 3.11 and pip.
 
-    python3 run.py audit    # create/reuse .venv, install dsi-ref, run `dsi-ref audit`
-                            # (`audit --hf` also installs the [torch] extra for the HF audit)
-    python3 run.py test     # create/reuse .venv, install dsi-ref[dev], run the test suite
-    python3 run.py docs     # create/reuse .venv, install dsi-ref[docs], build the docs site
-                            # strictly into ./site (`docs --serve` serves it with live reload)
+    python3 run.py audit    # create/reuse .venv, install the locked [plot] environment and
+                            # dsi-ref, run `dsi-ref audit` (`audit --hf` also installs [torch])
+    python3 run.py test     # create/reuse .venv, install the locked [dev,plot,torch,ray]
+                            # environment, run the test suite
+    python3 run.py docs     # create/reuse .venv, install the locked [docs] environment, build
+                            # the docs site strictly into ./site (`docs --serve` serves it)
+    python3 run.py lock     # re-resolve every lock in locks/ from pyproject.toml (newest
+                            # releases of the day, with hashes; needs uv, installed on the side)
 
-Anything after the command is passed on (`python3 run.py test -m slow`,
+    python3 run.py test --latest   # the suite in .venv-latest, built from the newest releases
+                                   # that pyproject.toml allows, ignoring the lock: shows what a
+                                   # new upstream release breaks before users see it
+    python3 run.py test --oldest   # the suite in .venv-oldest: the lock, with transformers at
+                                   # the oldest release that pyproject.toml allows
+
+Anything else after the command is passed on (`python3 run.py test -m slow`,
 `python3 run.py audit --help`, `python3 run.py docs --serve --dev-addr 127.0.0.1:8001`).
-The virtual environment lives in ./.venv and is reinstalled only when pyproject.toml changes.
+
+Every environment is installed from a lock in locks/ (one per command and CPython version,
+pinned with hashes, checked by `pip --require-hashes`), so two fresh clones get the same
+packages whatever day they are made. .venv is rebuilt when the lock changes. A Python with no
+lock (the locks cover 3.11 and 3.12) gets the newest releases pyproject allows, and says so.
+docs/environment.md explains the locks, the refresh and the drift runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import venv
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
-BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-PY = BIN / ("python.exe" if os.name == "nt" else "python")
-EXTRAS = {"audit": "plot", "test": "dev,plot,torch,ray", "docs": "docs"}
+LOCKS = ROOT / "locks"
+#: What each environment installs (extras of dsi-ref); `test` is the superset, locked first,
+#: and the others are locked within it so that every command sees the same versions.
+ENVS = {"test": "dev,plot,torch,ray", "audit": "plot", "hf": "plot,torch", "docs": "docs"}
+#: The CPython versions and the platform the locks are made for.
+PYTHONS = ("3.11", "3.12")
+PLATFORM = "x86_64-manylinux_2_28"
+#: The resolver that makes the locks (pip installs them): uv resolves for another Python
+#: version and platform than its own, so one command locks 3.11 and 3.12 from one machine.
+UV = "uv==0.13.8"
+#: The package whose API dsi-ref adapts to by release; `test --oldest` runs it at its floor.
+FLOOR_PACKAGE = "transformers"
 
 
-def _stamp(extras: str) -> str:
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    return f"{digest}:{extras}"
+def read_toml(text: str) -> dict[str, Any]:
+    """Parse TOML (tomllib is imported here: run.py must run far enough on an older Python to
+    say which version it needs)."""
+    import tomllib
+
+    return tomllib.loads(text)
 
 
-def ensure_env(extras: str) -> None:
-    """Create .venv if needed and install the project with the given extras (once per pyproject)."""
+def bin_dir(env: Path) -> Path:
+    """The scripts folder of the virtual environment ``env``."""
+    return env / ("Scripts" if os.name == "nt" else "bin")
+
+
+def python_of(env: Path) -> Path:
+    """The interpreter of the virtual environment ``env``."""
+    return bin_dir(env) / ("python.exe" if os.name == "nt" else "python")
+
+
+def input_digest(pyproject: bytes) -> str:
+    """A digest of everything in pyproject.toml that a lock depends on (requirements, extras,
+    requires-python, build requirements), independent of formatting and order."""
+    data = read_toml(pyproject.decode())
+    project = data["project"]
+    inputs = {
+        "requires-python": project.get("requires-python", ""),
+        "dependencies": sorted(project.get("dependencies", [])),
+        "optional-dependencies": {name: sorted(reqs) for name, reqs
+                                  in sorted(project.get("optional-dependencies", {}).items())},
+        "build-system": sorted(data.get("build-system", {}).get("requires", [])),
+        "envs": ENVS,
+    }
+    return "sha256:" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def lock_path(name: str, python: str) -> Path:
+    """The lock of environment ``name`` for CPython ``python`` ("3.11")."""
+    return LOCKS / f"py{python.replace('.', '')}-{name}.txt"
+
+
+def this_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def pip(env: Path, *args: str) -> None:
+    subprocess.run([str(python_of(env)), "-m", "pip", "--disable-pip-version-check", *args],
+                   check=True)
+
+
+def create(env: Path, *, clear: bool = False) -> None:
+    print(f"[run.py] creating virtual environment in {env}", flush=True)
+    venv.EnvBuilder(with_pip=True, clear=clear).create(env)
+
+
+def lock_generation(python: str) -> str:
+    """One digest of all the locks for ``python``: an environment built from other locks is
+    rebuilt rather than patched, so nothing from an older lock lingers in it."""
+    digest = hashlib.sha256()
+    for name in sorted(ENVS):
+        path = lock_path(name, python)
+        digest.update(path.read_bytes() if path.exists() else b"-")
+    return digest.hexdigest()[:16]
+
+
+def install_locked(env: Path, name: str) -> None:
+    """Install the lock of ``name`` into ``env`` (hash-checked), then dsi-ref itself, editable,
+    with the lock's own build requirements (no build isolation, so nothing unlocked enters)."""
+    lock = lock_path(name, this_python())
+    print(f"[run.py] installing {lock.relative_to(ROOT)} (hash-checked) into {env}", flush=True)
+    pip(env, "install", "--quiet", "--require-hashes", "-r", str(lock))
+    pip(env, "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(ROOT))
+
+
+def ensure_env(name: str, env: Path = ROOT / ".venv") -> None:
+    """Create ``env`` if needed and install environment ``name`` into it from its lock.
+
+    Installs are additive within one lock generation (``test`` then ``audit`` installs nothing
+    more) and start afresh when the locks change.
+    """
     if sys.version_info < (3, 11):  # noqa: UP036 - run.py runs under whatever python3 is
         sys.exit(f"dsi-ref needs Python >= 3.11 (this is {sys.version.split()[0]})")
-    if not PY.exists():
-        print(f"[run.py] creating virtual environment in {VENV}", flush=True)
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
-    marker = VENV / ".dsi-ref-installed"
-    wanted = _stamp(extras)
-    have = marker.read_text().split() if marker.exists() else []
-    if wanted in have:
+    locked = lock_path(name, this_python()).exists()
+    generation = lock_generation(this_python()) if locked else "unlocked"
+    marker = env / ".dsi-ref-installed"
+    lines = marker.read_text().split() if marker.exists() and python_of(env).exists() else []
+    if lines[:1] != [generation]:
+        if python_of(env).exists():
+            print("[run.py] the locks changed since .venv was built: rebuilding it", flush=True)
+        create(env, clear=True)
+        lines = [generation]
+    if name in lines[1:]:
         return
-    print(f"[run.py] installing dsi-ref[{extras}] into {VENV}", flush=True)
-    subprocess.run(
-        [str(PY), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-e", f"{ROOT}[{extras}]"],
-        check=True,
-    )
-    marker.write_text("\n".join([*have, wanted]) + "\n")
+    if locked:
+        install_locked(env, name)
+    else:
+        print(f"[run.py] WARNING: no lock for Python {this_python()} (locks/ covers "
+              f"{', '.join(PYTHONS)}): installing the newest releases pyproject.toml allows, "
+              "unlocked", flush=True)
+        pip(env, "install", "--quiet", "-e", f"{ROOT}[{ENVS[name]}]")
+    marker.write_text("\n".join([*lines, name]) + "\n")
+
+
+# ---------------------------------------------------------------- making the locks
+
+def pip_find_links() -> list[str]:
+    """The find-links that pip is configured with here (a local wheel of torch's CPU build, on
+    the project's machines), so that the lock holds what pip will install."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                         text=True, check=False).stdout
+    found: list[str] = []
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith(".find-links"):
+            found += [v for v in value.strip().strip("'\"").split() if v not in found]
+    return found
+
+
+def pins(lock: Path) -> dict[str, str]:
+    """``{normalised name: version}`` of the pins in a lock (or any hashed requirements file)."""
+    found = {}
+    for line in lock.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", line)
+        if match:
+            found[re.sub(r"[-_.]+", "-", match[1]).lower()] = match[2]
+    return found
+
+
+def make_locks() -> int:
+    """Re-resolve every lock from pyproject.toml with uv, newest releases first."""
+    tools = ROOT / ".venv-lock"
+    if not python_of(tools).exists():
+        create(tools)
+    pip(tools, "install", "--quiet", UV)
+    uv = str(bin_dir(tools) / "uv")
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    digest = input_digest(pyproject)
+    build = read_toml(pyproject.decode())["build-system"]["requires"]
+    links = [arg for link in pip_find_links() for arg in ("--find-links", link)]
+    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True,
+                                check=True).stdout.split()[1]
+    LOCKS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        build_in = Path(tmp) / "build.in"
+        build_in.write_text("\n".join(build) + "\n")
+        for python in PYTHONS:
+            constraints: Path | None = None
+            for name, extras in ENVS.items():   # "test" first: the others are locked within it
+                out = Path(tmp) / f"{name}.txt"
+                command = [uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes",
+                           "--python-version", python, "--python-platform", PLATFORM,
+                           *(f"--extra={extra}" for extra in extras.split(",")), *links,
+                           *(["--constraint", str(constraints)] if constraints else []),
+                           "-o", str(out), "pyproject.toml", str(build_in)]
+                print(f"[run.py] locking {name} ({extras}) for CPython {python}", flush=True)
+                subprocess.run(command, cwd=ROOT, check=True)
+                body = out.read_text().replace(str(build_in), "build-system.requires")
+                if constraints is not None:
+                    body = body.replace(str(constraints), "the test lock")
+                header = (
+                    f"# dsi-ref lock: the `{name}` environment (extras {extras}) for CPython "
+                    f"{python} on {PLATFORM}.\n"
+                    f"# Made {date.today().isoformat()} by `python3 run.py lock` (uv "
+                    f"{uv_version}); installed hash-checked by run.py. Do not edit by hand.\n"
+                    f"# input-digest: {digest}\n")
+                lock_path(name, python).write_text(header + body)
+                if name == "test":
+                    constraints = Path(tmp) / "constraints.txt"
+                    constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins(out).items()))
+    print(f"[run.py] wrote {len(PYTHONS) * len(ENVS)} locks into {LOCKS.relative_to(ROOT)}/")
+    return 0
+
+
+# ---------------------------------------------------------------- drift runs
+
+def floor_of(requirement: str) -> str:
+    """The lowest version a ``name>=X`` requirement of pyproject allows."""
+    data = read_toml((ROOT / "pyproject.toml").read_text())
+    for reqs in [data["project"]["dependencies"],
+                 *data["project"]["optional-dependencies"].values()]:
+        for req in reqs:
+            match = re.match(rf"^{re.escape(requirement)}\s*>=\s*([^\s,;]+)", req)
+            if match:
+                return match[1]
+    raise SystemExit(f"pyproject.toml has no `{requirement}>=` requirement")
+
+
+def report_drift(env: Path) -> None:
+    """Print every package whose version in ``env`` differs from the test lock."""
+    locked = pins(lock_path("test", this_python())) if lock_path("test", this_python()).exists() \
+        else {}
+    out = subprocess.run([str(python_of(env)), "-m", "pip", "list", "--format=json"],
+                         capture_output=True, text=True, check=True).stdout
+    have = {re.sub(r"[-_.]+", "-", p["name"]).lower(): p["version"] for p in json.loads(out)}
+    unlocked = {"pip", "setuptools", "wheel", "dsi-ref"}   # the installer and the project
+    drift = sorted((n, locked.get(n, "-"), v) for n, v in have.items()
+                   if locked.get(n, v if n in unlocked else "-") != v)
+    print(f"[run.py] {len(drift)} packages differ from the lock "
+          f"({lock_path('test', this_python()).relative_to(ROOT)}):", flush=True)
+    for name, old, new in drift:
+        print(f"    {name:32} locked {old:>14}   here {new}", flush=True)
+
+
+def drift_env(kind: str) -> Path:
+    """Build .venv-latest or .venv-oldest and report how it differs from the lock."""
+    env = ROOT / f".venv-{kind}"
+    if not python_of(env).exists():
+        create(env)
+    if kind == "latest":
+        print("[run.py] installing the newest releases that pyproject.toml allows (no lock)",
+              flush=True)
+        pip(env, "install", "--quiet", "--upgrade", "--upgrade-strategy", "eager",
+            "-e", f"{ROOT}[{ENVS['test']}]")
+    else:
+        floor = floor_of(FLOOR_PACKAGE)
+        stamp = f"{lock_generation(this_python())}:{FLOOR_PACKAGE}=={floor}"
+        marker = env / ".dsi-ref-installed"
+        if not marker.exists() or marker.read_text().strip() != stamp:
+            install_locked(env, "test")
+            print(f"[run.py] replacing {FLOOR_PACKAGE} by its floor in pyproject.toml, "
+                  f"{FLOOR_PACKAGE}=={floor}", flush=True)
+            pip(env, "install", "--quiet", f"{FLOOR_PACKAGE}=={floor}")
+            pip(env, "check")
+            marker.write_text(stamp + "\n")
+    report_drift(env)
+    return env
 
 
 def docs(rest: list[str]) -> int:
     """Build the docs site strictly into ./site, or serve it (``--serve``); mkdocs.yml says how."""
     serve = "--serve" in rest
     rest = [arg for arg in rest if arg != "--serve"]
-    mkdocs = [str(PY), "-m", "mkdocs", *(["serve"] if serve else ["build", "--strict"]), *rest]
+    py = str(python_of(ROOT / ".venv"))
+    mkdocs = [py, "-m", "mkdocs", *(["serve"] if serve else ["build", "--strict"]), *rest]
     # Material's end-of-life banner is for the maintainers (mkdocs.yml notes it), not every build.
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     return subprocess.run(mkdocs, cwd=ROOT, env=env).returncode
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in EXTRAS:
+    if not argv or argv[0] not in {"audit", "test", "docs", "lock"}:
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
-    extras = EXTRAS[command]
+    if command == "lock":
+        if rest:
+            print(f"run.py lock takes no arguments, got {' '.join(rest)}")
+            return 2
+        return make_locks()
+    if command == "test" and ("--latest" in rest or "--oldest" in rest):
+        if "--latest" in rest and "--oldest" in rest:
+            print("run.py test: --latest and --oldest are two separate runs; give one")
+            return 2
+        kind = "latest" if "--latest" in rest else "oldest"
+        env = drift_env(kind)
+        rest = [arg for arg in rest if arg != f"--{kind}"]
+        return subprocess.run([str(python_of(env)), "-m", "pytest", *rest], cwd=ROOT).returncode
     if command == "audit" and ("--hf" in rest or "hf" in rest):  # HF needs torch + transformers
-        extras = "plot,torch"
-    ensure_env(extras)
+        ensure_env("hf")
+    else:
+        ensure_env(command)
     if command == "audit":
-        return subprocess.run([str(BIN / "dsi-ref"), "audit", *rest], cwd=ROOT).returncode
+        dsi_ref = bin_dir(ROOT / ".venv") / "dsi-ref"
+        return subprocess.run([str(dsi_ref), "audit", *rest], cwd=ROOT).returncode
     if command == "docs":
         return docs(rest)
-    return subprocess.run([str(PY), "-m", "pytest", *rest], cwd=ROOT).returncode
+    return subprocess.run([str(python_of(ROOT / ".venv")), "-m", "pytest", *rest],
+                          cwd=ROOT).returncode
 
 
 if __name__ == "__main__":
