@@ -14,6 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ is on sys.path)
+
 from dsi_ref import Sampler  # noqa: E402
 from dsi_ref.backends.engine import vectorised_rule  # noqa: E402
 from dsi_ref.backends.torch_model import (  # noqa: E402
@@ -125,7 +127,11 @@ def test_same_seed_same_model_and_pairs_share_only_the_bigram_head() -> None:
     a = TorchLM("tiny-target", seed=3)
     b = TorchLM("tiny-target", seed=3)
     target, drafter = build_pair(seed=3)
-    assert a.probs((1, 2)) == b.probs((1, 2))
+    # same seed: bit-identical weights (the same generator draws the same values) ...
+    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(),
+                                                 b.model.state_dict().values(), strict=True))
+    # ... in other buffers, so the rows agree within the reordering bound, not bit for bit
+    assert_rows_close(a.probs((1, 2)), b.probs((1, 2)), reorder_rtol(a.model.config, a.dtype))
     assert torch.equal(target.model.shared_u, drafter.model.shared_u)
     assert torch.equal(target.model.shared_w, drafter.model.shared_w)
     assert not torch.equal(target.model.embed[:, :16], drafter.model.embed)
