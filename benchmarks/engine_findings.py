@@ -3,24 +3,34 @@
 generator matrix and of the engines audited through the harness, with each loss written as an
 upstream issue (version, minimal reproducer, expected and observed laws).
 
-    .venv/bin/python benchmarks/engine_findings.py            # print the page (full run)
-    .venv/bin/python benchmarks/engine_findings.py --write    # write it (~15 min on 2 cores)
+    .venv/bin/python benchmarks/engine_findings.py            # print this version's section
+    .venv/bin/python benchmarks/engine_findings.py --write    # write it and the page (~17 min)
     .venv/bin/python benchmarks/engine_findings.py --fast     # only the fast rows, printed
+
+The page keeps one section per audited transformers release: a full run writes the installed
+release's section to a file in benchmarks/findings (`transformers-VERSION.md`: its tables, each
+row with the version, and the output of the universal-SD reproducer with and without its
+one-line fix) and composes docs/engine-findings.md from every section there, newest release
+first, so the verdicts of earlier releases stay beside the new ones. `--compose` only
+re-composes the page.
 
 Every row is a seeded audit (seed 0): rerunning it gives the same counts, hence the same page.
 The fast rows (every greedy cell, universal SD's white-box checks, the harness's greedy engines)
-are recomputed by tests/test_engine_findings.py and must appear in the page verbatim; the
-sampled rows are the last full run's. Timings are not on the page (they change run to run).
+are recomputed by tests/test_engine_findings.py and must appear verbatim in the installed
+release's section; the sampled rows are the last full run's. Timings are not on the page.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,6 +57,11 @@ from dsi_ref.backends.hf_generators import (
 logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "engine-findings.md"
+SECTIONS = ROOT / "benchmarks" / "findings"
+REPRO = ROOT / "benchmarks" / "usd_vocab_order_repro.py"
+#: Draws of the reproducer without and with the fix (the fixed run only has to show p).
+REPRO_DRAWS = (4000, 1500)
+VERSION = str(transformers.__version__)
 EPSILON = 0.2
 USD = "UniversalSpeculativeDecodingGenerator"
 HARNESS_FAST = ("torch_si_greedy", "hf_assisted_greedy")
@@ -57,6 +72,7 @@ HARNESS_FULL = ("torch_si", "hf_assisted")
 class Row:
     """One line of a table: what was audited and its verdict at stated power."""
 
+    version: str
     what: str
     verdict: str
     epsilon: str
@@ -68,12 +84,13 @@ class Row:
 
     def markdown(self) -> str:
         """The table line."""
-        return "| " + " | ".join((self.what, self.verdict, self.epsilon, self.alpha, self.power,
-                                  self.samples, self.statistic, self.tv)) + " |"
+        return "| " + " | ".join((self.version, self.what, self.verdict, self.epsilon,
+                                  self.alpha, self.power, self.samples, self.statistic,
+                                  self.tv)) + " |"
 
 
 def _row(what: str, report: StatisticalReport, epsilon: float) -> Row:
-    return Row(what, f"**{report.verdict}**", f"{epsilon:.3g}", f"{report.alpha:.0e}",
+    return Row(VERSION, what, f"**{report.verdict}**", f"{epsilon:.3g}", f"{report.alpha:.0e}",
                f"{report.power:.6f}", str(report.n_samples), f"{report.statistic:.4g}",
                f"{report.empirical_tv:.4f}")
 
@@ -101,8 +118,8 @@ def usd_white_rows() -> list[str]:
         check = usd_draft_check(cell, seeds=range(4))
         law = ", ".join(f"{k[0]}: {float(v):.4f}" for k, v in sorted(check.first_token.items()))
         ref = ", ".join(f"{k[0]}: {float(v):.4f}" for k, v in sorted(check.reference.items()))
-        lines.append(f"| {cell.label} | {list(check.head_order)} | {check.max_tv:.4f} | {ref} | "
-                     f"{law} | {float(check.first_token_tv):.4f} |")
+        lines.append(f"| {VERSION} | {cell.label} | {list(check.head_order)} | "
+                     f"{check.max_tv:.4f} | {ref} | {law} | {float(check.first_token_tv):.4f} |")
     return lines
 
 
@@ -150,17 +167,25 @@ def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
     return Results(greedy, sampled, white, first, harness_rows)
 
 
-HEADER = ("| cell | verdict | ε (TV) | α | power | samples | G | empirical TV |\n"
-          "|---|---|---|---|---|---|---|---|")
+HEADER = ("| transformers | cell | verdict | ε (TV) | α | power | samples | G | empirical TV |\n"
+          "|---|---|---|---|---|---|---|---|---|")
 
 
 def _reproducer() -> str:
-    path = ROOT / "benchmarks" / "usd_vocab_order_repro.py"
-    return path.read_text().rstrip("\n")
+    return REPRO.read_text().rstrip("\n")
+
+
+def run_reproducer(fix: bool, draws: int) -> str:
+    """The reproducer's printed output on the installed release (``FIX=1``: with the fix)."""
+    env = {k: v for k, v in os.environ.items() if k != "FIX"}
+    env.update({"N": str(draws), **({"FIX": "1"} if fix else {})})
+    out = subprocess.run([sys.executable, str(REPRO)], env=env, capture_output=True, text=True,
+                         check=True)
+    return out.stdout.rstrip("\n")
 
 
 def _findings(res: Results) -> list[str]:
-    """The summary, read off the rows."""
+    """The summary of one release, read off its rows."""
     rows = res.greedy + res.sampled
     lossy = [r.what for r in rows if r.verdict == "**lossy**"]
     generators = sorted({r.what.split(" / ")[0] for r in rows}, key=GENERATORS.index)
@@ -170,72 +195,65 @@ def _findings(res: Results) -> list[str]:
         out.append(f"1. **Lossy cells ({len(lossy)} of {len(rows)})**: "
                    + "; ".join(f"`{w}`" for w in lossy)
                    + ". Universal speculative decoding is lossy whenever the assistant "
-                   "tokenizer's `get_vocab()` does not iterate in id order (white box and "
-                   "upstream issue below).")
+                   "tokenizer's `get_vocab()` does not iterate in id order (white box below, "
+                   "upstream issue at the end of the page).")
     else:
         out.append(f"1. No lossy cell among {len(rows)} at the stated power.")
     out.append("2. Lossless in every cell at the stated power: "
                + ", ".join(f"`{g}`" for g in clean) + ".")
-    out.append(f"3. {len(NOT_DRIVEN)} generators cannot be driven by models built in code "
-               "(last table).")
     return out
 
 
-def rows_from_page(text: str) -> tuple[list[Row], list[Row], list[Row]]:
-    """The sampled, first-token and full-harness rows of a page a full run wrote (to re-render
+def rows_from_section(text: str) -> tuple[list[Row], list[Row], list[Row]]:
+    """The sampled, first-token and full-harness rows of a section a full run wrote (to re-render
     it without sampling again: ``--from-page``)."""
     sampled: list[Row] = []
     first: list[Row] = []
     full: list[Row] = []
     section = ""
     for line in text.splitlines():
-        if line.startswith("## "):
+        if line.startswith("### "):
             section = line
-        if not line.startswith("| ") or line.startswith(("| cell ", "|---")):
+        if not line.startswith("| ") or line.startswith(("| transformers ", "|---")):
             continue
         fields = [f.strip() for f in line.strip("|").split(" | ")]
-        if len(fields) != 8:
+        if len(fields) != 9:
             continue
         row = Row(*fields)
-        if section.startswith("## Sampled"):
+        if section.startswith("### Sampled"):
             sampled.append(row)
-        elif section.startswith("## Universal"):
+        elif section.startswith("### Universal"):
             first.append(row)
-        elif section.startswith("## Engines") and any(
+        elif section.startswith("### Engines") and any(
                 f":{name}`" in row.what for name in HARNESS_FULL):
             full.append(row)
     return sampled, first, full
 
 
-def render(res: Results) -> str:
-    """The page."""
-    versions = (f"transformers {transformers.__version__}, torch "
-                f"{torch.__version__.split('+')[0]}, CPU, float32 logits")
+def versions_line() -> str:
+    """The software a section was computed with."""
+    return (f"transformers {VERSION}, torch {torch.__version__.split('+')[0]}, CPU, float32 "
+            "logits")
+
+
+def render_section(res: Results, repro: tuple[str, str] | None, provenance: str = "") -> str:
+    """The installed release's section: every table, each row naming the release, and the
+    reproducer's output with and without the fix (``repro``; None: not run)."""
+    v = VERSION
     lines = [
-        "# Engine findings: Hugging Face candidate generators and the engine harness", "",
-        "<!-- generated by benchmarks/engine_findings.py; do not edit by hand -->", "",
-        f"Audited with {versions}. Every cell is a `statistical_audit` of the engine's output "
-        f"against the exact law of the processed toy target (`dsi_ref.backends.hf_generators`): "
-        f"a verdict at false-alarm rate α = {POLICY_ALPHA:g} with the power stated against every "
-        f"law at TV ≥ ε from the reference. \"lossless\" means no deviation found by that test; "
-        "\"lossy\" is a rejection. Seed 0 everywhere: the page is reproducible "
-        "(`python benchmarks/engine_findings.py --write`; tests/test_engine_findings.py "
-        "recomputes the greedy cells, the white-box checks and the harness's greedy engines and "
-        "finds them here).", "",
-        "Toys: vocabulary 4, seeded bigram target and drafter with zeros, prompt `(0, 1)` "
-        "(greedy cells: `(0, 2)`), 3 new tokens, 2 draft tokens per step; processors "
-        "temperature 1/2, top-k 2, top-p 7/10, repetition penalty 2. With 4 tokens HF's default "
-        "top_k = 50 keeps every token, so it cannot change a law here.", "",
-        "## Findings", "", *_findings(res), "",
-        "## Greedy cells", "", HEADER, *(r.markdown() for r in res.greedy), "",
-        "## Sampled cells", "",
+        f"## transformers {v}", "",
+        f"Audited with {versions_line()}. {provenance}".rstrip(), "",
+        f"### Findings (transformers {v})", "", *_findings(res), "",
+        f"### Greedy cells (transformers {v})", "", HEADER,
+        *(r.markdown() for r in res.greedy), "",
+        f"### Sampled cells (transformers {v})", "",
     ]
     if res.sampled:
         lines += [HEADER, *(r.markdown() for r in res.sampled)]
     else:
         lines.append("(not computed in this run: `--fast`)")
     lines += [
-        "", "## Universal speculative decoding: white box", "",
+        "", f"### Universal speculative decoding: white box (transformers {v})", "",
         "Instrumented `AssistantToTargetTranslator.get_target_logits` "
         "(`dsi_ref.backends.hf_generators.usd_draft_check`): *head order* is the pruned LM "
         "head's column order (assistant ids, `assistant_overlap_token_ids`); *max TV* is the "
@@ -244,17 +262,103 @@ def render(res: Results) -> str:
         "HF's q rows at the prompt (speculative sampling with draft law q verified against the "
         "reported q'). The assistant tokenizer's `get_vocab()` is pinned to "
         f"`{list(USD_VOCAB_ORDER)}` (id order: `{list(ID_VOCAB_ORDER)}`).", "",
-        "| cell | head order | max TV(drawn, told) | target p (first token) | HF's law "
-        "(first token) | exact TV |", "|---|---|---|---|---|---|", *res.usd_white, "",
+        "| transformers | cell | head order | max TV(drawn, told) | target p (first token) | "
+        "HF's law (first token) | exact TV |", "|---|---|---|---|---|---|---|",
+        *res.usd_white, "",
     ]
     if res.usd_first_token:
         lines += ["Black-box confirmation on the first token, power 1 − 1e-9 against 9/10 of "
                   "the exact first-token TV (`usd_first_token_audit`):", "", HEADER,
                   *(r.markdown() for r in res.usd_first_token), ""]
+    lines += [f"### Universal-SD reproducer (transformers {v})", ""]
+    if repro is None:
+        lines += ["(not run in this run: `--fast`)", ""]
+    else:
+        unfixed, fixed = repro
+        lines += [
+            f"`python benchmarks/usd_vocab_order_repro.py` with N = {REPRO_DRAWS[0]}, as "
+            "released:", "", "```text", unfixed, "```", "",
+            f"With the one-line fix (`FIX=1`, N = {REPRO_DRAWS[1]}):", "",
+            "```text", fixed, "```", ""]
+    lines += [
+        f"### Engines through the harness (transformers {v})", "",
+        "`dsi-ref audit-engine` (docs/engine-harness.md) on two engines: "
+        "dsi-ref's own torch engine and HF assisted generation.", "",
+        HEADER, *(r.markdown() for r in res.harness), "",
+    ]
+    return "\n".join(lines)
+
+
+def section_path(version: str) -> Path:
+    """Where the section of transformers ``version`` is kept."""
+    return SECTIONS / f"transformers-{version}.md"
+
+
+def _release_key(path: Path) -> tuple[int, ...]:
+    found = re.search(r"transformers-([0-9.]+)\.md$", path.name)
+    return tuple(int(x) for x in found[1].split(".")) if found else ()
+
+
+def stored_sections() -> list[tuple[str, str]]:
+    """``(version, section text)`` of every audited release, newest first."""
+    paths = sorted(SECTIONS.glob("transformers-*.md"), key=_release_key, reverse=True)
+    return [(p.stem.removeprefix("transformers-"), p.read_text().rstrip("\n")) for p in paths]
+
+
+def summary_rows(sections: list[tuple[str, str]]) -> list[str]:
+    """One line per release: its lossy cells and whether universal SD's loss reproduces."""
+    out = []
+    for version, text in sections:
+        verdicts = re.findall(rf"^\| {re.escape(version)} \| ([^|]+) \| \*\*(\w+)\*\*",
+                              text, re.M)
+        cells = [(what, verdict) for what, verdict in verdicts
+                 if " / " in what and not what.endswith("first token")]
+        lossy = [what for what, verdict in cells if verdict == "lossy"]
+        usd = [v for what, v in cells if what.startswith(USD) and "id order" not in what]
+        tvs = re.findall(r"^observed : .*TV to p: ([0-9.]+)$", text, re.M)
+        repro = " → ".join(tvs) if tvs else "not run"
+        lines = f"{len(lossy)} of {len(cells)}"
+        out.append(f"| {version} | {lines} | "
+                   f"{'yes' if usd and all(v == 'lossy' for v in usd) else 'no'} | {repro} |")
+    return out
+
+
+def compose() -> str:
+    """The page: the introduction, one line per release, each release's section (newest first),
+    the upstream issue and the generators that cannot be driven."""
+    sections = stored_sections()
+    lines = [
+        "# Engine findings: Hugging Face candidate generators and the engine harness", "",
+        "<!-- generated by benchmarks/engine_findings.py; do not edit by hand -->", "",
+        "Every cell is a `statistical_audit` of the engine's output against the exact law of "
+        "the processed toy target (`dsi_ref.backends.hf_generators`): a verdict at false-alarm "
+        f"rate α = {POLICY_ALPHA:g} with the power stated against every law at TV ≥ ε from the "
+        "reference. \"lossless\" means no deviation found by that test; \"lossy\" is a "
+        "rejection. Seed 0 everywhere: a release's section is reproducible (`python "
+        "benchmarks/engine_findings.py --write` with that release installed; "
+        "tests/test_engine_findings.py recomputes the installed release's greedy cells, "
+        "white-box checks and greedy engines and finds them in its section).", "",
+        "Toys: vocabulary 4, seeded bigram target and drafter with zeros, prompt `(0, 1)` "
+        "(greedy cells: `(0, 2)`), 3 new tokens, 2 draft tokens per step; processors "
+        "temperature 1/2, top-k 2, top-p 7/10, repetition penalty 2. With 4 tokens HF's default "
+        "top_k = 50 keeps every token, so it cannot change a law here.", "",
+        "## Releases audited", "",
+        "Each release of transformers that dsi-ref supports has its own section below, every "
+        "table row naming it. The locked release is the one `python3 run.py test` installs; "
+        "`python3 run.py test --oldest` runs the oldest one pyproject allows.", "",
+        "| transformers | lossy cells | universal SD loss reproduced | reproducer: observed TV "
+        "to p (as released → fixed) |", "|---|---|---|---|", *summary_rows(sections), "",
+        f"{len(NOT_DRIVEN)} generators cannot be driven by models built in code (last table).",
+        "",
+    ]
+    for _, text in sections:
+        lines += [text, ""]
     lines += [
         "## Upstream issue: universal speculative decoding verifies against a permuted draft "
         "distribution", "",
-        f"**Version.** {versions}.", "",
+        "**Versions.** Reproduced on transformers "
+        + ", ".join(v for v, _ in sections) + " (torch 2.13, CPU): each release's section has "
+        "the white box, the black-box confirmation and the reproducer's output.", "",
         "**What happens.** `generate()` builds the translator with "
         "`assistant_prune_lm_head=True`. `AssistantToTargetTranslator.__init__` prunes the "
         "assistant's LM head to the tokens shared with the target, in the order of "
@@ -269,10 +373,10 @@ def render(res: Results) -> str:
         "`get_vocab()` is a Rust hash map whose order changes with every tokenizer instance, so "
         "the loss comes and goes between runs (that is why it first looked irreproducible "
         "here).", "",
-        "**Expected.** The first token's law is the target's p. **Observed.** The law in the "
-        "white-box table above (exact given HF's rows), confirmed black-box; on the reproducer "
-        "below: predicted [0.5929, 0.0571, 0.35] for p = [0.7, 0.2, 0.1] (TV 0.25); observed "
-        "[0.5827, 0.053, 0.3643] over 4,000 draws (TV 0.264).", "",
+        "**Expected.** The first token's law is the target's p. **Observed.** The law in each "
+        "release's white-box table (exact given HF's rows), confirmed black-box; on the "
+        "reproducer below, the predicted and observed laws printed in each release's section "
+        "(predicted [0.5929, 0.0571, 0.35] for p = [0.7, 0.2, 0.1], TV 0.25).", "",
         "**Fix.** Scatter column j onto the target id of assistant id "
         "`assistant_overlap_token_ids[j]`:", "",
         "```text",
@@ -280,20 +384,16 @@ def render(res: Results) -> str:
         "+            target_logits[..., self._assistant_to_target_input_ids[",
         "+                self.assistant_overlap_token_ids]] = assistant_logits",
         "```", "",
-        "With it (`FIX=1` below) the reproducer's first token follows p (observed [0.702, "
-        "0.2033, 0.0947] over 1,500 draws, TV 0.005).", "",
+        "With it (`FIX=1` below) the reproducer's first token follows p (each release's "
+        "section).", "",
         "**Also seen.** A fresh assistant's first `generate` call is not the same function of "
         "the seed as later calls: `prune_linear_layer` builds a new `nn.Linear`, whose random "
         "initialisation draws from torch's global generator after the user seeded it (harmless "
         "for the law; the matrix draws once before auditing).", "",
         "**Minimal reproducer** (standalone: torch, transformers, tokenizers; "
         "`benchmarks/usd_vocab_order_repro.py`, about a minute on a CPU; not run by the docs "
-        "tests since it samples 2,000 `generate` calls):", "",
+        "tests since it samples thousands of `generate` calls):", "",
         "```text", _reproducer(), "```", "",
-        "## Engines through the harness", "",
-        "`dsi-ref audit-engine` ([engine-harness.md](engine-harness.md)) on two engines: "
-        "dsi-ref's own torch engine and HF assisted generation.", "",
-        HEADER, *(r.markdown() for r in res.harness), "",
         "## Generators that cannot be driven here", "",
         "| generator | why |", "|---|---|",
         *(f"| `{g}` | {why} |" for g, why in NOT_DRIVEN.items()), "",
@@ -304,22 +404,46 @@ def render(res: Results) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", action="store_true", help="write the page (full run)")
+    group.add_argument("--write", action="store_true",
+                       help="write this release's section and the page (full run)")
     group.add_argument("--fast", action="store_true", help="only the fast rows, printed")
+    group.add_argument("--compose", action="store_true",
+                       help="only re-compose the page from the stored sections")
     parser.add_argument("--from-page", action="store_true", help="recompute the fast rows, "
-                        "take the sampled ones from the current page (no sampling)")
+                        "take the sampled ones from this release's stored section (no sampling)")
     args = parser.parse_args(argv)
+    if args.compose:
+        PAGE.write_text(compose())
+        print(f"wrote {PAGE}", file=sys.stderr)
+        return 0
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     res = compute(True if args.from_page else args.fast, log=log)
+    repro: tuple[str, str] | None = None
+    provenance = f"Full run of {date.today().isoformat()}."
     if args.from_page:
-        res.sampled, res.usd_first_token, full = rows_from_page(PAGE.read_text())
+        stored = section_path(VERSION).read_text()
+        res.sampled, res.usd_first_token, full = rows_from_section(stored)
         res.harness += full
-    page = render(res)
-    if args.write:
-        PAGE.write_text(page)
-        print(f"wrote {PAGE}", file=sys.stderr)
+        found = re.findall(r"```text\n(.*?)\n```", stored, re.S)
+        repro = (found[0], found[1]) if len(found) >= 2 else None
+        kept = re.search(r"(The sampled rows\b.*? last full run[^.]*\.)", stored)
+        full_run = re.search(r"Full run of (\d{4}-\d{2}-\d{2})\.", stored)
+        provenance = kept[1] if kept else (
+            "The sampled rows, the first-token confirmations and the sampled harness rows are "
+            "those of the last full run on this release"
+            + (f" ({full_run[1]})." if full_run else "."))
+        provenance += f" Fast rows recomputed on {date.today().isoformat()}."
+    if repro is None and not args.fast:
+        log("universal-SD reproducer, as released and with the fix")
+        repro = (run_reproducer(False, REPRO_DRAWS[0]), run_reproducer(True, REPRO_DRAWS[1]))
+    section = render_section(res, repro, provenance)
+    if args.write or args.from_page:
+        SECTIONS.mkdir(exist_ok=True)
+        section_path(VERSION).write_text(section + "\n")
+        PAGE.write_text(compose())
+        print(f"wrote {section_path(VERSION)} and {PAGE}", file=sys.stderr)
     else:
-        print(page)
+        print(section)
     return 0
 
 

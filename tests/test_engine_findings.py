@@ -1,10 +1,12 @@
 """docs/engine-findings.md against its generator, benchmarks/engine_findings.py (issue #16).
 
-The fast rows (every greedy cell of the HF candidate-generator matrix, universal SD's white-box
-checks, the harness's two greedy engines) are recomputed here and must be on the page verbatim:
-each is a seeded audit or an exact computation, so the same code gives the same line. The
-sampled rows come from the last full run; the page must have one for every sampled cell of the
-current matrix, and name the installed transformers version.
+The page keeps one section per audited transformers release (benchmarks/findings/). The fast
+rows (every greedy cell of the HF candidate-generator matrix, universal SD's white-box checks,
+the harness's two greedy engines) are recomputed here on the installed release and must be
+verbatim in that release's section: each is a seeded audit or an exact computation, so the same
+code gives the same line. The sampled rows come from the release's last full run; its section
+must have one for every sampled cell of the current matrix, and the reproducer's output with and
+without the fix. The page is the composition of the stored sections.
 """
 
 from __future__ import annotations
@@ -46,29 +48,48 @@ def fast() -> object:
 @pytest.mark.statistical(alpha=0, reason="compares seeded audits with the page that the same "
                          "code wrote from the same seeds: a line matches whatever the verdict")
 def test_the_fast_rows_are_on_the_page_verbatim(fast: object) -> None:
-    page = GEN.PAGE.read_text().splitlines()
+    page = _installed_section().splitlines()
     rows = [r.markdown() for r in [*fast.greedy, *fast.harness]]  # type: ignore[attr-defined]
     lines = [*rows, *fast.usd_white]  # type: ignore[attr-defined]
     assert len(lines) == 8 + 2 + 6
     missing = [line for line in lines if line not in page]
-    assert not missing, ("docs/engine-findings.md is stale: run "
-                         "benchmarks/engine_findings.py --write\n" + "\n".join(missing))
+    assert not missing, (f"the transformers {GEN.VERSION} section of docs/engine-findings.md "
+                         "is stale: run benchmarks/engine_findings.py --write\n"
+                         + "\n".join(missing))
 
 
-def test_the_page_covers_every_sampled_cell_and_every_generator() -> None:
-    import transformers
+def _installed_section() -> str:
+    """The installed release's section, as stored and as on the page."""
+    path = GEN.section_path(GEN.VERSION)
+    assert path.exists(), (f"no engine findings for transformers {GEN.VERSION}: run "
+                           "benchmarks/engine_findings.py --write with it installed")
+    text = path.read_text().rstrip("\n")
+    assert text in GEN.PAGE.read_text(), "the page is stale: run engine_findings.py --compose"
+    return text
 
+
+def test_the_page_is_the_composition_of_the_stored_sections() -> None:
+    assert GEN.PAGE.read_text() == GEN.compose()
+    versions = [v for v, _ in GEN.stored_sections()]
+    assert len(versions) >= 2 and GEN.VERSION in versions
+
+
+def test_the_installed_section_covers_every_sampled_cell_and_every_generator() -> None:
     from dsi_ref.backends.hf_generators import CELLS, GENERATORS, NOT_DRIVEN
 
-    text = GEN.PAGE.read_text()
-    assert f"transformers {transformers.__version__}" in text
+    text = _installed_section()
+    assert f"transformers {GEN.VERSION}, torch " in text
     for cell in CELLS:
-        assert f"| {cell.name} | **" in text, f"no verdict for {cell.name}: rerun --write"
+        assert f"| {GEN.VERSION} | {cell.name} | **" in text, (
+            f"no verdict for {cell.name}: rerun --write")
     for generator in GENERATORS:
-        assert generator in text
-    for why in NOT_DRIVEN.values():
-        assert why in text
-    assert "(not computed in this run" not in text  # the page is a full run's
+        assert generator in text or generator in NOT_DRIVEN
+    page = GEN.PAGE.read_text()
+    for generator, why in NOT_DRIVEN.items():
+        assert f"| `{generator}` | {why} |" in page
+    assert "(not computed in this run" not in text  # the section is a full run's
+    assert "(not run in this run" not in text         # with the reproducer's output
+    assert text.count("observed :") == 2
 
 
 def test_the_reproducer_on_the_page_is_the_script() -> None:
