@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import re
 import sys
+import sysconfig
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -136,8 +137,11 @@ def test_pins_reads_every_lock_line() -> None:
 
 
 def _installed() -> dict[str, str]:
+    """What is installed in the environment's site-packages (not what other paths on sys.path
+    hold: Ray puts its vendored psutil on it once imported)."""
+    site = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
     return {canonicalize_name(d.metadata["Name"]): d.version
-            for d in importlib.metadata.distributions()}
+            for d in importlib.metadata.distributions(path=site)}
 
 
 def test_the_suite_runs_in_the_locked_environment() -> None:

@@ -17,9 +17,10 @@ were drawn from).
 * min-p: keep the tokens whose probability is at least ``min_p · max p``.
 
 **Order.** Hugging Face's ``generate`` builds its ``LogitsProcessorList`` in the order
-temperature, top-k, top-p, min-p (``GenerationMixin._get_logits_processor``, transformers 5.23);
-that is `HF_ORDER`, the default. vLLM's V1 sampler applies min-p right after the temperature and
-before top-k/top-p (`VLLM_ORDER`). ``order=`` takes any permutation of the four step names.
+temperature, top-k, top-p, min-p (``GenerationMixin._get_logits_processor``, transformers 5.23
+and 5.24); that is `HF_ORDER`, the default. vLLM's V1 sampler applies min-p right after the
+temperature and before top-k/top-p (`VLLM_ORDER`). ``order=`` takes any permutation of the four
+step names.
 
 **Ties are kept.** Every cut keeps all the tokens tied with its boundary value, so the kept set
 is closed under ties and the processed law does not depend on token ids. For top-k and min-p
