@@ -6,7 +6,9 @@ Run on both sides of the rename: the default run uses the locked release (5.24: 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 import pytest
 
@@ -68,22 +70,31 @@ def test_the_toy_model_answers_under_either_name_with_the_same_logits() -> None:
     assert output_cache(out) is cache and cache.get_seq_length() == 4
 
 
+@contextlib.contextmanager
+def _cache_deprecations(caplog: pytest.LogCaptureFixture) -> Iterator[list[str]]:
+    """The `past_key_values` deprecations transformers logs inside the block (filled on exit;
+    its warn-once cache cleared first, so that an earlier warning cannot hide one)."""
+    found: list[str] = []
+    transformers.utils.logging.warning_once.cache_clear()
+    transformers.logging.enable_propagation()
+    try:
+        with caplog.at_level(logging.WARNING):
+            yield found
+    finally:
+        transformers.logging.disable_propagation()
+    found += [r.getMessage() for r in caplog.records
+              if "deprecated" in r.getMessage() and "past_key_values" in r.getMessage()]
+
+
 def test_generate_raises_no_deprecation_of_the_cache_name(
         caplog: pytest.LogCaptureFixture) -> None:
     # 5.24 logs "`past_key_values`/`cache_params` are deprecated" (a logger warning, not a
     # Python warning, so filterwarnings = error would not see it): none may be logged
     target = to_hf(TableLM.random(3, 1, seed=1))
     drafter = to_hf(TableLM.random(3, 1, seed=2))
-    transformers.utils.logging.warning_once.cache_clear()  # an earlier warning must not hide it
-    transformers.logging.enable_propagation()
-    try:
-        with caplog.at_level(logging.WARNING):
-            AssistedSampler(target, drafter, prompt=(0,), max_new_tokens=3)(0)
-    finally:
-        transformers.logging.disable_propagation()
-    deprecated = [r.getMessage() for r in caplog.records
-                  if "deprecated" in r.getMessage() and "past_key_values" in r.getMessage()]
-    assert not deprecated, deprecated
+    with _cache_deprecations(caplog) as found:
+        AssistedSampler(target, drafter, prompt=(0,), max_new_tokens=3)(0)
+    assert not found, found
 
 
 def test_the_deprecation_check_sees_the_old_name(caplog: pytest.LogCaptureFixture) -> None:
@@ -91,12 +102,6 @@ def test_the_deprecation_check_sees_the_old_name(caplog: pytest.LogCaptureFixtur
     # logs the deprecation it looks for
     if CACHE_NAME != "cache":
         pytest.skip(f"transformers {transformers.__version__} has no deprecated name")
-    transformers.utils.logging.warning_once.cache_clear()
-    transformers.logging.enable_propagation()
-    try:
-        with caplog.at_level(logging.WARNING):
-            _ = causal_lm_output(torch.zeros(1, 1, 3), DynamicCache()).past_key_values
-    finally:
-        transformers.logging.disable_propagation()
-    assert any("past_key_values" in r.getMessage() and "deprecated" in r.getMessage()
-               for r in caplog.records)
+    with _cache_deprecations(caplog) as found:
+        _ = causal_lm_output(torch.zeros(1, 1, 3), DynamicCache()).past_key_values
+    assert found
