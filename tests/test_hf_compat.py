@@ -72,16 +72,22 @@ def test_the_toy_model_answers_under_either_name_with_the_same_logits() -> None:
 
 @contextlib.contextmanager
 def _cache_deprecations(caplog: pytest.LogCaptureFixture) -> Iterator[list[str]]:
-    """The `past_key_values` deprecations transformers logs inside the block (filled on exit;
-    its warn-once cache cleared first, so that an earlier warning cannot hide one)."""
+    """The `past_key_values` deprecations transformers logs inside the block (filled on exit).
+
+    Its warn-once cache is cleared first, so that an earlier warning cannot hide one, and its
+    verbosity is WARNING inside the block (other modules in the same process, such as the
+    engine-findings generator, turn transformers' logging down to errors)."""
     found: list[str] = []
+    verbosity = transformers.logging.get_verbosity()
     transformers.utils.logging.warning_once.cache_clear()
+    transformers.logging.set_verbosity_warning()
     transformers.logging.enable_propagation()
     try:
         with caplog.at_level(logging.WARNING):
             yield found
     finally:
         transformers.logging.disable_propagation()
+        transformers.logging.set_verbosity(verbosity)
     found += [r.getMessage() for r in caplog.records
               if "deprecated" in r.getMessage() and "past_key_values" in r.getMessage()]
 
