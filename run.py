@@ -133,8 +133,6 @@ def ensure_env(name: str, env: Path = ROOT / ".venv") -> None:
     Installs are additive within one lock generation (``test`` then ``audit`` installs nothing
     more) and start afresh when the locks change.
     """
-    if sys.version_info < (3, 11):  # noqa: UP036 - run.py runs under whatever python3 is
-        sys.exit(f"dsi-ref needs Python >= 3.11 (this is {sys.version.split()[0]})")
     locked = lock_path(name, this_python()).exists()
     generation = lock_generation(this_python()) if locked else "unlocked"
     marker = env / ".dsi-ref-installed"
@@ -171,13 +169,18 @@ def pip_find_links() -> list[str]:
     return found
 
 
+def normalised(name: str) -> str:
+    """A distribution name as PEP 503 compares them (``PyYAML``, ``pyyaml`` -> ``pyyaml``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def pins(lock: Path) -> dict[str, str]:
     """``{normalised name: version}`` of the pins in a lock (or any hashed requirements file)."""
     found = {}
     for line in lock.read_text().splitlines():
         match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)", line)
         if match:
-            found[re.sub(r"[-_.]+", "-", match[1]).lower()] = match[2]
+            found[normalised(match[1])] = match[2]
     return found
 
 
@@ -242,16 +245,16 @@ def floor_of(requirement: str) -> str:
 
 def report_drift(env: Path) -> None:
     """Print every package whose version in ``env`` differs from the test lock."""
-    locked = pins(lock_path("test", this_python())) if lock_path("test", this_python()).exists() \
-        else {}
+    lock = lock_path("test", this_python())
+    locked = pins(lock) if lock.exists() else {}
     out = subprocess.run([str(python_of(env)), "-m", "pip", "list", "--format=json"],
                          capture_output=True, text=True, check=True).stdout
-    have = {re.sub(r"[-_.]+", "-", p["name"]).lower(): p["version"] for p in json.loads(out)}
+    have = {normalised(p["name"]): p["version"] for p in json.loads(out)}
     unlocked = {"pip", "setuptools", "wheel", "dsi-ref"}   # the installer and the project
     drift = sorted((n, locked.get(n, "-"), v) for n, v in have.items()
                    if locked.get(n, v if n in unlocked else "-") != v)
     print(f"[run.py] {len(drift)} packages differ from the lock "
-          f"({lock_path('test', this_python()).relative_to(ROOT)}):", flush=True)
+          f"({lock.relative_to(ROOT)}):", flush=True)
     for name, old, new in drift:
         print(f"    {name:32} locked {old:>14}   here {new}", flush=True)
 
@@ -293,6 +296,9 @@ def docs(rest: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 11):  # noqa: UP036 - run.py runs under whatever python3 is
+        print(f"dsi-ref needs Python >= 3.11 (this is {sys.version.split()[0]})")
+        return 2
     if not argv or argv[0] not in {"audit", "test", "docs", "lock"}:
         print(__doc__)
         return 2
@@ -307,6 +313,10 @@ def main(argv: list[str]) -> int:
             print("run.py test: --latest and --oldest are two separate runs; give one")
             return 2
         kind = "latest" if "--latest" in rest else "oldest"
+        if kind == "oldest" and not lock_path("test", this_python()).exists():
+            print(f"run.py test --oldest: no lock for Python {this_python()} (locks/ covers "
+                  f"{', '.join(PYTHONS)})")
+            return 2
         env = drift_env(kind)
         rest = [arg for arg in rest if arg != f"--{kind}"]
         return subprocess.run([str(python_of(env)), "-m", "pytest", *rest], cwd=ROOT).returncode

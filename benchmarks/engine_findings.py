@@ -317,8 +317,8 @@ def summary_rows(sections: list[tuple[str, str]]) -> list[str]:
         usd = [v for what, v in cells if what.startswith(USD) and "id order" not in what]
         tvs = re.findall(r"^observed : .*TV to p: ([0-9.]+)$", text, re.M)
         repro = " → ".join(tvs) if tvs else "not run"
-        lines = f"{len(lossy)} of {len(cells)}"
-        out.append(f"| {version} | {lines} | "
+        share = f"{len(lossy)} of {len(cells)}"
+        out.append(f"| {version} | {share} | "
                    f"{'yes' if usd and all(v == 'lossy' for v in usd) else 'no'} | {repro} |")
     return out
 

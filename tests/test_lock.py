@@ -126,8 +126,7 @@ def test_the_floor_run_uses_pyprojects_floor() -> None:
     req = next(Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["torch"]
                if r.startswith(RUN.FLOOR_PACKAGE))
     floor = RUN.floor_of(RUN.FLOOR_PACKAGE)
-    assert req.specifier.contains(floor) and not req.specifier.contains(
-        str(Version(floor).release[0]) + "." + str(Version(floor).release[1] - 1))
+    assert (">=", floor) in {(spec.operator, spec.version) for spec in req.specifier}
 
 
 def test_pins_reads_every_lock_line() -> None:
