@@ -46,7 +46,7 @@ from ..base.validate import check_int
 from ..decoders.common import check_inputs, model_reader
 from ..decoders.speculative import SIRun, SpeculativeConfig
 from ..decoders.tree import TreeRule, TreeRun, TreeVerifyRule, as_tree_rule, check_tree
-from ..decoders.verification import Rule, VerifyRule
+from ..decoders.verification import Rule, VerifyRule, path_weight
 from .exact import exact_distribution
 
 __all__ = ["block_survival", "dominates", "law_from_survival", "survival", "tree_acceptance_law",
@@ -185,8 +185,7 @@ def block_survival(target: LanguageModel, drafter: LanguageModel, lookahead: int
             for x, qx in enumerate(q):
                 if not qx:
                     continue
-                ratio = w * p[x] / qx
-                new_w = ratio if ratio < 1 else one
+                new_w = path_weight(w, p[x], qx)
                 grown = context + (x,)
                 key = (grown if order is None else grown[-order:] if order else (), new_w)
                 nxt[key] = nxt.get(key, 0 * one) + mass * qx

@@ -61,7 +61,7 @@ from ..base.randomness import Randomness
 from ..base.result import Run
 from ..base.validate import check_int
 from .common import Recorder, check_inputs, merge_hint, model_reader
-from .verification import argmax, residual
+from .verification import argmax, path_weight, residual, stop_weight, weighted_residual
 
 __all__ = ["STATS", "TREE_RULES", "TREE_VERIFY_RULES", "EagleTopK", "GreedyTree",
            "RecursiveRejection", "RecursiveRejectionWithoutReplacement", "Traversal",
@@ -308,19 +308,18 @@ class Traversal(RecursiveRejectionWithoutReplacement):
 
     def path_alpha(self, alpha: Number, target: Sequence[Number], proposal: Row,
                    token: int) -> Number:
-        """``α(Y) = min(1, α(P) · B_P(y) / S_P(y))``."""
-        value = alpha * target[token] / proposal[token]
-        return value if value < 1 else 1 + 0 * value
+        """``α(Y) = min(1, α(P) · B_P(y) / S_P(y))`` (`path_weight`)."""
+        return path_weight(alpha, target[token], proposal[token])
 
     def reject_child(self, alpha: Number, target: Sequence[Number], proposal: Row,
                      token: int) -> tuple[Number, list[Number]]:
-        """``(α(P), B_P)`` after a child's subtree accepted nothing (see the class docstring)."""
-        weights = residual([alpha * b for b in target], proposal)
+        """``(α(P), B_P)`` after a child's subtree accepted nothing (see the class docstring):
+        `weighted_residual` and `stop_weight`, as block verification's ``h_i``."""
+        weights = weighted_residual(alpha, target, proposal)
         r = sum(weights)
         if not r > 0:  # P accepts nothing more (α(P) = 0): B_P is never drawn from again
             return 0 * r, weights
-        new_alpha = r / (1 - alpha + r)
-        return (new_alpha if new_alpha < 1 else 1 + 0 * new_alpha), normalise(weights)
+        return stop_weight(alpha, r), normalise(weights)
 
     def accept_node(self, alpha: Number, node: TreeNode, rng: Randomness) -> bool:
         """Accept the path ending at ``node`` (a leaf now) with probability ``α(node)``."""

@@ -71,7 +71,10 @@ __all__ = [
     "decide_window",
     "draft_token",
     "is_window_rule",
+    "path_weight",
     "residual",
+    "stop_weight",
+    "weighted_residual",
 ]
 
 VerifyRule: TypeAlias = Literal["rejection", "exact_match", "greedy", "block"]
@@ -100,6 +103,37 @@ def argmax(probs: Sequence[Number]) -> int:
 def residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> list[Number]:
     """The unnormalised residual ``(p − q)+`` (see the module's note on normalisation)."""
     return [t - d if t > d else 0 * t for t, d in zip(target_probs, draft_probs, strict=True)]
+
+
+def path_weight(weight: Number, target_prob: Number, draft_prob: Number) -> Number:
+    """The weight of a prefix grown by one draft ``x``: ``w_i = min(1, w_{i−1} · p_i(x) / q_i(x))``
+    from ``w_{i−1}`` (``weight``), ``p_i(x)`` and ``q_i(x) > 0`` (``x ~ q_i``): how much of the
+    target's mass the accepted prefix ``x_≤i`` may still carry (Sun et al. 2024, block
+    verification; Traversal Verification's ``α(Y) = min(1, α(P) · B_P(y) / S_P(y))``). The cap
+    is ``1`` of the ratio's own type (a ``Fraction`` stays a ``Fraction``, a float a float)."""
+    ratio = weight * target_prob / draft_prob
+    return ratio if ratio < 1 else 1 + 0 * ratio
+
+
+def weighted_residual(weight: Number, target_probs: Sequence[Number],
+                      draft_probs: Sequence[Number]) -> list[Number]:
+    """The unnormalised block residual ``(w · p − q)+`` of a prefix of weight ``w``
+    (`path_weight`): ``ρ = Σ_y (w · p(y) − q(y))+`` is its mass, and a correction after the
+    prefix is drawn from it normalised (Sun et al. 2024, Algorithm 2; Traversal Verification's
+    ``(α(P) B_P − S_P)+``). With ``w = 1`` it is the token-level `residual` ``(p − q)+``."""
+    return residual([weight * t for t in target_probs], draft_probs)
+
+
+def stop_weight(weight: Number, mass: Number) -> Number:
+    """The probability ``ρ / (ρ + 1 − w)`` that a prefix of weight ``w`` (`path_weight`) with
+    residual mass ``ρ = Σ (w · p − q)+`` (`weighted_residual`) at the next position is where
+    the accepted path stops, given that no longer prefix was accepted: block verification's
+    ``h_i`` (Sun et al. 2024) and Traversal Verification's updated ``α(P)`` after a child's
+    subtree accepted nothing (``ρ + 1 − w = 1 − Σ min(w · p, q)``). ``1`` when the denominator
+    is 0 (``w = 1`` and ``ρ = 0``: ``p = q`` there). At most 1 in floats too: ``w <= 1``, so
+    ``1 − w >= 0`` and the rounded denominator is ``>= ρ``."""
+    denominator = mass + (1 - weight)
+    return mass / denominator if denominator > 0 else 1 + 0 * denominator
 
 
 def draft_token(rule: VerifyRule, draft_probs: Sequence[Number], rng: Randomness,
@@ -281,8 +315,7 @@ class BlockVerification(RejectionSampling):
         (``q_i(x_i) > 0`` since ``x_i ~ q_i``)."""
         w: list[Number] = [1]
         for i, x in enumerate(drafts):
-            ratio = w[-1] * target_rows[i][x] / draft_rows[i][x]
-            w.append(ratio if ratio < 1 else 1)
+            w.append(path_weight(w[-1], target_rows[i][x], draft_rows[i][x]))
         return w
 
     def stop_probability(self, weight: Number, target_row: Sequence[Number] | None,
@@ -292,9 +325,7 @@ class BlockVerification(RejectionSampling):
         at the next position."""
         if target_row is None or draft_row is None:
             return weight
-        mass = sum(residual([weight * t for t in target_row], draft_row))
-        denominator = mass + (1 - weight)  # >= mass in floats too (so h <= 1): 1 - w >= 0
-        return mass / denominator if denominator > 0 else 1
+        return stop_weight(weight, sum(weighted_residual(weight, target_row, draft_row)))
 
     def select(self, weights: Sequence[Number], target_rows: Sequence[Sequence[Number]],
                draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
@@ -314,7 +345,7 @@ class BlockVerification(RejectionSampling):
                    draft_row: Sequence[Number], rng: Randomness, context: tuple[int, ...]) -> int:
         """A token from the normalised ``(w_τ · p_{τ+1} − q_{τ+1})+`` at the position after
         ``context`` (key ``("residual", i, context)``)."""
-        weights = residual([weight * t for t in target_row], draft_row)
+        weights = weighted_residual(weight, target_row, draft_row)
         if not sum(weights) > 0:
             raise NumericalError(f"block verification stopped before position {len(context)} "
                                  "but the residual (w p - q)+ is empty: float rounding in p or q")
