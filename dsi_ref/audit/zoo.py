@@ -689,6 +689,12 @@ StatefulStack = Callable[[LanguageModel], list[StatefulProcessor]]
 
 
 def _penalties(model: LanguageModel) -> list[StatefulProcessor]:
+    """The stack of ``penalty-counts-rejected-drafts``: osaurus-ai/vmlx-swift #357 (fixed by
+    #361), where the processor copies meant to be thrown away share the penalty counts, so "the
+    draft loop records every PROPOSED token ... rejected drafts are recorded into the real
+    processor" (there the presence and frequency penalties; the repetition penalty's buffer
+    copied cleanly). With `_NoRollback` the rejected drafts stay counted; the same report's
+    second half, accepted tokens recorded twice, is not reproduced."""
     return [RepetitionPenalty(2), FrequencyPenalty(Fraction(1, 2))]
 
 
@@ -724,8 +730,8 @@ def _stateful_mutant(name: str, pattern: str, target_processors: StatefulStack,
 
 MUTANTS.update({m.name: m for m in (
     _stateful_mutant("penalty-counts-rejected-drafts", "repetition and frequency penalties whose "
-                     "state keeps counting rejected drafts (SGLang #33643; vmlx-swift "
-                     "#357/#361: rejected drafts kept in a shared state)", _penalties,
+                     "state keeps counting rejected drafts (vmlx-swift #357/#361: the draft "
+                     "loop records every proposed token into the real processor)", _penalties,
                      _penalties),
     _stateful_mutant("grammar-not-rolled-back", "a grammar matcher advanced on drafts and not "
                      "rolled back on rejection (vLLM #53046/#52805, SGLang #14464)",
