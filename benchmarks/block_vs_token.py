@@ -42,7 +42,8 @@ import dsi_ref as dr
 from dsi_ref.audit.acceptance import block_survival, law_from_survival
 from dsi_ref.commands.plots import PINK
 from dsi_ref.sim import AcceptanceLaw
-from dsi_ref.sim.event import _family_dp, _spine_family, _Windows
+from dsi_ref.sim.event import _family_dp, _Windows
+from dsi_ref.sim.event_spines import _spine_family
 from dsi_ref.sim.grid import HeatmapSpec, grid_axes
 from dsi_ref.sim.params import SimParams
 

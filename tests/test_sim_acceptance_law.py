@@ -24,9 +24,6 @@ import pytest
 import dsi_ref as dr
 from dsi_ref.sim import AcceptanceLaw
 from dsi_ref.sim.event import (
-    _engine,
-    _fast_eligible,
-    _spine_family,
     dsi_event_exact,
     dsi_event_exact_reference,
     dsi_event_grid,
@@ -34,6 +31,8 @@ from dsi_ref.sim.event import (
     event_run,
     spines,
 )
+from dsi_ref.sim.event_engine import _engine
+from dsi_ref.sim.event_spines import _fast_eligible, _spine_family
 from dsi_ref.sim.params import Algorithm, Contention, SimParams
 
 LAW = AcceptanceLaw((F(1, 5), F(1, 10), F(3, 10), F(2, 5)))   # k = 3, not i.i.d.
