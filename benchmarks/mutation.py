@@ -56,6 +56,15 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "exact": ("dsi_ref/audit/exact.py", (
         "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py",
         "tests/test_core_speculative.py")),
+    "exact_engine": ("dsi_ref/audit/exact_engine.py", (
+        "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py",
+        "tests/test_merge_crosscheck.py", "tests/test_core_speculative.py")),
+    "exact_guard": ("dsi_ref/audit/exact_guard.py", (
+        "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py")),
+    "exact_witness": ("dsi_ref/audit/exact_witness.py", (
+        "tests/test_exact_mutants.py", "tests/test_core_speculative.py")),
+    "exact_rows": ("dsi_ref/audit/exact_rows.py", (
+        "tests/test_exact_mutants.py", "tests/test_float_models.py")),
     "laws": ("dsi_ref/audit/laws.py", (
         "tests/test_laws_mutants.py", "tests/test_float_models.py")),
     "statistical": ("dsi_ref/audit/statistical.py", (

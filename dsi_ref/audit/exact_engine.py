@@ -1,0 +1,393 @@
+"""The replaying interpreter of `Randomness` behind `dsi_ref.audit.exact`: runs, choices and merges.
+
+`_Engine.run` runs the program once on a `_Replay`, the `Randomness` that replays a prefix of
+choices (checking that each replayed choice is the one recorded when the path was first run) and
+takes option 0 at every new choice, recording it as an event; `_Engine.explore` walks the recorded
+events depth first, re-running the program for every other option, and mixes the branches' laws
+(probabilistic choices) or requires them equal (the scheduler's ``choose``: else a `Witness`).
+Keyed draws split one uniform per key into intervals; ``merge_point`` calls let paths that reach
+the same state share the law of their continuation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Generic, TypeVar
+
+from ..base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
+from ..base.randomness import Key, check_options, check_policy_index
+from .exact_guard import _changed, _global_states
+from .exact_rows import _exact_probability, exact_row
+from .exact_witness import Law, Witness, WitnessStep, as_outcome, readable
+
+__all__: list[str] = []
+
+V = TypeVar("V", bound=Hashable)
+T = TypeVar("T")
+
+
+
+@dataclass
+class _Node:
+    kind: str  # "categorical" | "bernoulli" | "choose"
+    key: Key
+    probs: list[Fraction] | None  # None for "choose"
+    labels: list[str]
+
+
+def _same_node(a: _Node, b: _Node) -> bool:
+    """The same choice: kind, key, options and their probabilities."""
+    return a.kind == b.kind and a.labels == b.labels and a.probs == b.probs and a.key == b.key
+
+
+def _describe(node: _Node) -> str:
+    key = "" if node.key is None else f" {node.key!r}"
+    if node.probs is None:
+        options = ", ".join(node.labels)
+    else:
+        options = ", ".join(f"{label} (p={readable(p)})"
+                            for label, p in zip(node.labels, node.probs, strict=True))
+    return f"{node.kind}{key} over [{options}]"
+
+
+@dataclass
+class _Event:
+    kind: str  # "choice" | "ckpt" | "merged" | "done"
+    node: _Node | None = None
+    key: Hashable = None
+    value: Any = None
+
+
+class _Stop(Exception):
+    pass
+
+
+def _dead(key: Key, committed: tuple[int, ...]) -> bool:
+    """A ``(role, position, context)`` key that no later decision can share: its position is
+    decided, or its context contradicts the committed tokens."""
+    if not (type(key) is tuple and len(key) == 3 and type(key[2]) is tuple):
+        return False
+    position, context = key[1], key[2]
+    return bool(position < len(committed) or context[:len(committed)] != committed[:len(context)])
+
+
+class _Replay:
+    """One run of the program: replays ``prefix``, then takes option 0 at every new choice.
+
+    While it replays, each choice must be the one recorded on the engine's stack when the path was
+    first run (`NondeterministicProgramError` otherwise)."""
+
+    def __init__(self, engine: _Engine[Any], prefix: tuple[int, ...]) -> None:
+        self.engine = engine
+        self.prefix = prefix
+        self.depth = 0
+        self.taken: list[int] = []
+        self.events: list[_Event] = []
+        self.intervals: dict[Key, tuple[Fraction, Fraction]] = {}
+        self.scope_outer: tuple[int, ...] = ()
+
+    def path(self) -> tuple[WitnessStep, ...]:
+        """The choices this run has made so far."""
+        replayed = min(self.depth, len(self.prefix))
+        steps = [_step(node, c) for node, c in self.engine.stack[:replayed]]
+        steps += [_step(ev.node, 0) for ev in self.events if ev.node is not None]
+        return tuple(steps)
+
+    # -- branching ------------------------------------------------------------------------------
+    def _decide(self, node: _Node) -> int:
+        d = self.depth
+        self.depth += 1
+        if self.depth > self.engine.max_choices:
+            raise PathLimitError(
+                f"one run made more than {self.engine.max_choices} choices; the program may not "
+                "terminate (raise max_choices if it is just long)")
+        if d < len(self.prefix):
+            recorded = self.engine.stack[d][0]
+            if not _same_node(recorded, node):
+                self.depth = d
+                raise self.engine.diverged(self, recorded, node)
+            index = self.prefix[d]
+        else:
+            index = 0
+            self.events.append(_Event("choice", node=node))
+        self.taken.append(index)
+        return index
+
+    def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        values, probs_, labels, bins, inexact = self.engine.branches(weights)
+        if inexact:
+            self.engine.inexact = True
+        if key is None or not self.engine.keyed or key not in self.intervals:
+            # a fresh uniform: branch on the CDF's bins, remembered if the key is asked again
+            pick = self._decide(_Node("categorical", key, probs_, labels))
+            if key is not None and self.engine.keyed:
+                self.intervals[key] = bins[pick]
+            return values[pick]
+        lo, hi = self.intervals[key]
+        width = hi - lo
+        outcomes: list[int] = []
+        probs: list[Fraction] = []
+        subs: list[tuple[Fraction, Fraction]] = []
+        for i, (left, right) in zip(values, bins, strict=True):
+            a, b = max(lo, left), min(hi, right)
+            if a < b:
+                outcomes.append(i)
+                probs.append((b - a) / width)
+                subs.append((a, b))
+        pick = self._decide(_Node("categorical", key, probs, [str(i) for i in outcomes]))
+        self.intervals[key] = subs[pick]
+        return outcomes[pick]
+
+    def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        p, inexact = _exact_probability(p)
+        if inexact:
+            self.engine.inexact = True
+        if key is not None and self.engine.keyed:
+            lo, hi = self.intervals.get(key, (Fraction(0), Fraction(1)))
+            width = hi - lo
+            options: list[tuple[bool, tuple[Fraction, Fraction]]] = []
+            if lo < min(hi, p):
+                options.append((True, (lo, min(hi, p))))
+            if max(lo, p) < hi:
+                options.append((False, (max(lo, p), hi)))
+            probs = [(b - a) / width for _, (a, b) in options]
+            pick = self._decide(_Node("bernoulli", key, probs, [str(v) for v, _ in options]))
+            self.intervals[key] = options[pick][1]
+            return options[pick][0]
+        values = [v for v, q in ((True, p), (False, 1 - p)) if q > 0]
+        probs = [p if v else 1 - p for v in values]
+        return values[self._decide(_Node("bernoulli", key, probs, [str(v) for v in values]))]
+
+    def choose(self, options: Sequence[T], key: Key = None) -> T:
+        check_options(options)
+        if len(options) == 1:
+            return options[0]
+        policy = self.engine.scheduler
+        if policy is not None:  # a fixed scheduler: no quantification
+            index = 0 if policy == "first" else len(options) - 1 if policy == "last" \
+                else check_policy_index(policy(options, key), len(options))
+            return options[index]
+        return options[self._decide(_Node("choose", key, None, [_label(o) for o in options]))]
+
+    # -- merging --------------------------------------------------------------------------------
+    def merge_point(self, state: Hashable, *, entry: bool = False,
+                    committed: tuple[int, ...] | None = None) -> None:
+        if entry:
+            self.scope_outer = tuple(self.taken)
+        if committed is not None and self.intervals:
+            for k in [k for k in self.intervals if _dead(k, committed)]:
+                del self.intervals[k]
+        if not self.engine.merge or self.depth < len(self.prefix):
+            return
+        key = (self.scope_outer, state, frozenset(self.intervals.items()))
+        if key in self.engine.memo:
+            self.events.append(_Event("merged", key=key))
+            raise _Stop
+        self.events.append(_Event("ckpt", key=key))
+
+
+_Branches = tuple[list[int], list[Fraction], list[str], list[tuple[Fraction, Fraction]], bool]
+
+
+def _branches(weights: Sequence[Fraction | float]) -> _Branches:
+    """Outcomes with positive weight, their probabilities, labels, CDF bins in [0, 1), and
+    whether a weight was a float."""
+    exact, inexact = exact_row(weights)
+    outcomes, probs, bins = [], [], []
+    acc = Fraction(0)
+    for i, p in enumerate(exact):
+        if p > 0:
+            outcomes.append(i)
+            probs.append(p)
+            bins.append((acc, acc + p))
+            acc += p
+        # zero-weight outcomes have empty bins
+    return outcomes, probs, [str(i) for i in outcomes], bins, inexact
+
+
+def _label(option: object) -> str:
+    text = getattr(option, "label", None)
+    return str(text) if text is not None else repr(option)
+
+
+@dataclass
+class _Engine(Generic[V]):
+    program: Callable[[Any], V]
+    keyed: bool
+    merge: bool
+    max_paths: int
+    max_choices: int
+    first_witness: bool
+    scheduler: Any = None
+    check_states: bool = False  # the diagnostic run: compare the global states around each run
+    memo: dict[Hashable, Law] = field(default_factory=dict)
+    paths: int = 0
+    runs: int = 0
+    witnesses: list[Witness] = field(default_factory=list)
+    stack: list[tuple[_Node, int]] = field(default_factory=list)
+    # rows are usually the same tuple objects again and again (model tables): cache by identity,
+    # holding a reference so that an id is never reused while cached
+    row_cache: dict[int, tuple[object, _Branches]] = field(default_factory=dict)
+    inexact: bool = False  # some draw was given float weights or a float probability
+    longest: int = 0  # the most probabilistic or scheduler choices made by one run
+    current: _Replay | None = None
+    violation: NondeterministicProgramError | None = None
+    bar: Any = None  # the progress bar (tqdm) when asked for
+    next_report: float = math.inf  # the run count at which the bar is next refreshed
+    progress_every: int = 2048  # runs between two refreshes of the bar
+
+    def report(self) -> None:
+        """Refresh the progress bar (every ``progress_every`` runs)."""
+        self.next_report = self.runs + self.progress_every
+        if self.bar is not None:
+            self.bar.update(self.runs - self.bar.n)
+            self.bar.set_postfix(paths=self.paths, merged_states=len(self.memo), refresh=False)
+
+    def branches(self, weights: Sequence[Fraction | float]) -> _Branches:
+        if not isinstance(weights, tuple):
+            return _branches(weights)
+        hit = self.row_cache.get(id(weights))
+        if hit is not None and hit[0] is weights:
+            return hit[1]
+        result = _branches(weights)
+        self.row_cache[id(weights)] = (weights, result)
+        return result
+
+    # -- contract violations --------------------------------------------------------------------
+    def outside(self, source: str) -> NondeterministicProgramError:
+        path = self.current.path() if self.current is not None else ()
+        return NondeterministicProgramError(
+            f"the program drew randomness outside rng: it called {source}, {_after(path)}; "
+            "an exact law is only defined for a program whose every random choice goes through "
+            "rng (rng.categorical / rng.bernoulli; or seed a generator of its own from such a "
+            "draw)", source=source, path=path)
+
+    def diverged(self, replay: _Replay, recorded: _Node, now: _Node
+                 ) -> NondeterministicProgramError:
+        path = replay.path()
+        return NondeterministicProgramError(
+            "the program is not a deterministic function of its draws (hidden state or "
+            f"randomness outside rng?): replaying a path, {_after(path)}, the next choice was "
+            f"{_describe(recorded)} when the path was first run, and is now {_describe(now)}",
+            path=path)
+
+    def run(self, prefix: tuple[int, ...]) -> list[_Event]:
+        self.runs += 1
+        if self.runs >= self.next_report:
+            self.report()
+        replay = self.current = _Replay(self, prefix)
+        before = _global_states() if self.check_states else None
+        value: object
+        try:
+            value = self.program(replay)
+        except _Stop:
+            value = _STOPPED
+        except NondeterministicProgramError:
+            raise
+        except Exception:
+            if self.violation is not None:  # the program turned our error into another one
+                raise self.violation from None
+            raise
+        finally:
+            if before is not None and (changed := _changed(before, _global_states())):
+                raise NondeterministicProgramError(
+                    f"the program drew randomness outside rng: the state of {changed[0]} "
+                    f"changed during the run that made the choices {_steps(replay.path())}; draw "
+                    "through rng",
+                    source=changed[0], path=replay.path())
+        if self.violation is not None:  # the program swallowed our error
+            raise self.violation
+        if replay.depth > self.longest:
+            self.longest = replay.depth
+        if value is _STOPPED:
+            return replay.events
+        value = as_outcome(value)
+        if replay.depth < len(prefix):
+            path = replay.path()
+            raise NondeterministicProgramError(
+                "the program made fewer choices on replay than before: it is not a deterministic "
+                "function of its draws (hidden state or randomness outside rng?); replaying a "
+                f"path of {len(prefix)} choices, it returned {value!r} {_after(path)}, before "
+                f"the choice {_describe(self.stack[replay.depth][0])}", path=path)
+        replay.events.append(_Event("done", value=value))
+        return replay.events
+
+    def explore(self, prefix: tuple[int, ...], events: list[_Event], i: int) -> Law:
+        ev = events[i]
+        if ev.kind == "done":
+            self.paths += 1
+            if self.paths > self.max_paths:
+                raise PathLimitError(
+                    f"more than {self.max_paths} paths; shrink the problem or raise max_paths "
+                    "(a decoder of your own: see merge_point in docs/auditing-your-decoder.md)")
+            return {ev.value: Fraction(1)}
+        if ev.kind == "merged":
+            return self.memo[ev.key]
+        if ev.kind == "ckpt":
+            if ev.key in self.memo:
+                return self.memo[ev.key]
+            law = self.explore(prefix, events, i + 1)
+            self.memo[ev.key] = law
+            return law
+        node = ev.node
+        assert node is not None
+        laws: list[Law] = []
+        for b in range(len(node.labels)):
+            self.stack.append((node, b))
+            if b == 0:
+                law = self.explore(prefix + (0,), events, i + 1)
+            else:
+                branch = prefix + (b,)
+                law = self.explore(branch, self.run(branch), 0)
+            self.stack.pop()
+            laws.append(law)
+        if node.probs is not None:
+            return _mixture(node.probs, laws)
+        for b in range(1, len(laws)):
+            if laws[b] != laws[0]:
+                witness = Witness(
+                    path=tuple(_step(n, c) for n, c in self.stack),
+                    options=(node.labels[0], node.labels[b]),
+                    laws=(laws[0], laws[b]),
+                    path_probability=_product(n.probs[c] for n, c in self.stack
+                                              if n.probs is not None))
+                if self.first_witness:
+                    raise ScheduleDependenceError(witness)
+                self.witnesses.append(witness)
+                break
+        return laws[0]
+
+
+_STOPPED = object()
+
+
+def _steps(path: tuple[WitnessStep, ...]) -> str:
+    return "[" + "; ".join(f"{i + 1}. {s}" for i, s in enumerate(path)) + "]"
+
+
+def _after(path: tuple[WitnessStep, ...]) -> str:
+    return f"after the choices {_steps(path)}" if path else "before its first choice"
+
+
+def _step(node: _Node, choice: int) -> WitnessStep:
+    prob = None if node.probs is None else node.probs[choice]
+    return WitnessStep(node.kind, node.key, node.labels[choice], prob)
+
+
+def _product(values: Any) -> Fraction:
+    out = Fraction(1)
+    for v in values:
+        out *= v
+    return out
+
+
+def _mixture(weights: list[Fraction], laws: list[Law]) -> Law:
+    out: Law = {}
+    for w, law in zip(weights, laws, strict=True):
+        for value, p in law.items():
+            out[value] = out.get(value, Fraction(0)) + w * p
+    return out
+
