@@ -22,12 +22,8 @@ from hypothesis import strategies as st
 
 import dsi_ref as dr
 from dsi_ref.audit.strategies import exact_rows, model_pairs, processors
-from dsi_ref.audit.zoo import (
-    MUTANTS,
-    PROCESSOR_MUTANT_SETTINGS,
-    _processed_mutant,
-    hunt,
-)
+from dsi_ref.audit.zoo import MUTANTS, PROCESSOR_MUTANT_SETTINGS, hunt
+from dsi_ref.audit.zoo_mutants.processors import _processed_mutant
 from dsi_ref.base.processors import (
     HF_ORDER,
     VLLM_ORDER,

@@ -21,14 +21,8 @@ from hypothesis import strategies as st
 import dsi_ref as dr
 from dsi_ref.audit.strategies import exact_rows
 from dsi_ref.audit.suite import default_suite
-from dsi_ref.audit.zoo import (
-    MUTANTS,
-    Mutant,
-    _at_most_one_zero,
-    _penalties,
-    _stateful_variant,
-    hunt,
-)
+from dsi_ref.audit.zoo import MUTANTS, Mutant, hunt
+from dsi_ref.audit.zoo_mutants.processors import _at_most_one_zero, _penalties, _stateful_variant
 from dsi_ref.base.errors import ConstraintDeadEndError, InvalidParameterError
 from dsi_ref.base.models import Prefix
 from dsi_ref.base.stateful import (

@@ -12,7 +12,8 @@ from functools import partial
 
 import pytest
 
-from dsi_ref.audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, Mutant, _si_variant, hunt
+from dsi_ref.audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, Mutant, hunt
+from dsi_ref.audit.zoo_mutants.orchestration import _si_variant
 from dsi_ref.decoders.dsi import dsi
 from dsi_ref.decoders.speculative import SIRun, speculative
 
