@@ -3,7 +3,7 @@ docs/mutation-testing.md) kills its mutants: the target's law ``P(x_{1:N} | prom
 by hand on tiny tables, the prefix marginals ``P(X starts with s)``, the first diverging prefix,
 the worst sequence and its tie-break, the float-noise verdict at ``TV = tolerance`` and on
 either side of it, every message of `LosslessReport` whole, the pair labels, the default float
-tolerance ``D · (2 · FLOAT_TOLERANCE + V · 2^-40)``, and every argument of `check_lossless` and
+tolerance ``D · (V · 2^-47 + 2δ)`` and its basis, and every argument of `check_lossless` and
 `assert_lossless` carried through. Every expected value is worked out by hand from the rows."""
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from dsi_ref.audit.laws import (
     target_distribution,
 )
 from dsi_ref.base.errors import InvalidAuditError, InvalidParameterError, PathLimitError
-from dsi_ref.base.models import FLOAT_TOLERANCE
 
 #: one token, ``p = (1/4, 3/4)``
 COIN = dr.TableLM.context_free([F(1, 4), F(3, 4)])
@@ -59,9 +58,15 @@ def fair(rng: Any) -> tuple[int, ...]:
     return (rng.categorical(HALF),)
 
 
-def tolerance_for(paths: int, vocab: int) -> F:
-    """``D · (2 · 1e-9 + V · 2^-40)``, the documented default, written out."""
-    return paths * (2 * F(1e-9) + vocab * F(1, 2**40))
+def tolerance_for(paths: int, vocab: int, deviation: F = F(0)) -> F:
+    """``D · (V · 2^-47 + 2δ)``, the documented default, written out."""
+    return paths * (vocab * F(1, 2**47) + 2 * deviation)
+
+
+def basis_for(paths: int, vocab: int, deviation: str = "0") -> str:
+    """The default tolerance's basis in a report, written out."""
+    return (f"default: {paths} choices x ({vocab} x 2^-47 of float64 rounding + 2 x {deviation}, "
+            "the target rows' largest |sum - 1|)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,14 +351,28 @@ def test_pair_labels(pair: Any, label: str) -> None:
 
 
 def test_the_default_float_tolerance() -> None:
-    """``max(1, D) · (2 · FLOAT_TOLERANCE + V · 2^-40)``, about 1.6e-8 at D = 8, V = 3."""
-    assert F(1, 2**40) == ROUNDING_PER_ENTRY
-    assert F(FLOAT_TOLERANCE) == F(1e-9)  # the documented 1e-9, as the same double
+    """``max(1, D) · (V · 2^-47 + 2δ)``, about 1.7e-13 at D = 8, V = 3, δ = 0."""
+    assert F(1, 2**47) == ROUNDING_PER_ENTRY
     assert default_float_tolerance(0, 3) == tolerance_for(1, 3)
     assert default_float_tolerance(1, 3) == tolerance_for(1, 3)
     assert default_float_tolerance(2, 3) == tolerance_for(2, 3)
     assert default_float_tolerance(5, 7) == tolerance_for(5, 7)
-    assert abs(float(default_float_tolerance(8, 3)) - 1.6e-8) < 0.01e-8
+    assert default_float_tolerance(5, 7, F(1, 10**12)) == tolerance_for(5, 7, F(1, 10**12))
+    assert default_float_tolerance(2, 3, 1e-12) == tolerance_for(2, 3, F(1e-12))
+    assert default_float_tolerance(0, 3, F(1, 7)) == tolerance_for(1, 3, F(1, 7))
+    assert abs(float(default_float_tolerance(8, 3)) - 1.7e-13) < 0.01e-13
+
+
+@pytest.mark.parametrize(("deviation", "message"), [
+    (-1, "row_deviation must lie in [0, None], got -1"),
+    (float("nan"), "row_deviation must be finite, got nan"),
+    ("x", "row_deviation must be a number, got 'x'"),
+])
+def test_the_default_float_tolerance_refuses_a_bad_row_deviation(deviation: Any,
+                                                                  message: str) -> None:
+    with pytest.raises(InvalidParameterError) as err:
+        default_float_tolerance(1, 2, deviation)
+    assert str(err.value) == message
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,7 +450,33 @@ def test_a_float_target_row_sets_the_default_tolerance() -> None:
     got = check_lossless(coin, floats)
     assert got.equal and got.identical
     assert got.float_tolerance == tolerance_for(1, 2) and got.float_discrepancy == 0
-    assert check_lossless(coin, floats, float_tolerance=F(1, 3)).float_tolerance == F(1, 3)
+    assert got.float_tolerance_basis == basis_for(1, 2)
+    given = check_lossless(coin, floats, float_tolerance=F(1, 3))
+    assert given.float_tolerance == F(1, 3) and given.float_tolerance_basis == "as given"
+
+
+def test_the_target_rows_deviation_from_summing_to_1_is_measured_exactly() -> None:
+    """``0.25 + 0.7500000001`` sums to 1 + ~1e-10 (valid: within 1e-9); the largest deviation of
+    the rows read (here the first, not the last) goes into the tolerance, exactly."""
+    row = (0.25, 0.7500000001)
+    deviation = F(0.25) + F(0.7500000001) - 1
+    assert 0 < deviation < F(1, 10**9)
+    table = dr.TableLM(vocab_size=2, context=1, table={
+        (): row, (0,): (0.5, 0.5), (1,): (F(1, 2), F(1, 2))})
+
+    def walk(rng: Any) -> tuple[int, ...]:
+        first = rng.categorical(list(row))
+        return (first, rng.categorical([0.5, 0.5] if first == 0 else HALF))
+
+    got = check_lossless(walk, table, max_new_tokens=2)
+    assert got.equal and got.identical
+    assert got.float_tolerance == tolerance_for(2, 2, deviation)
+    assert got.float_tolerance_basis == basis_for(2, 2, "~1e-10")
+    lossy = check_lossless(lambda rng: (0, 0), table, max_new_tokens=2)
+    assert str(lossy).startswith(
+        f"target={table!r}: LOSSY: total-variation distance ~0.875 (more than the float "
+        f"tolerance ~{float(tolerance_for(2, 2, deviation)):.6g} [{basis_for(2, 2, '~1e-10')}]) "
+        "over 4 sequences;\n")
 
 
 def test_a_float_row_read_before_exact_rows_still_counts() -> None:
@@ -477,8 +522,14 @@ def test_float_noise_passes_by_default_and_fails_at_tolerance_zero() -> None:
     got = check_lossless(rounded, tenth)
     assert got.equal and not got.identical
     assert got.tv_distance == tv and got.float_discrepancy == tv
-    assert str(got).startswith("lossless up to float rounding: output law == target law over "
-                               "2 sequences but for float noise of total-variation distance ~")
+    deviation = abs(F(0.1) + F(0.9) - 1)
+    assert got.float_tolerance == tolerance_for(1, 2, deviation)
+    assert str(got) == (
+        "lossless up to float rounding: output law == target law over 2 sequences but for "
+        f"float noise of total-variation distance ~{float(tv):.6g} (<= the float tolerance "
+        f"~{float(got.float_tolerance):.6g} [{basis_for(1, 2, f'~{float(deviation):.6g}')}]; "
+        f"worst sequence (1,): decoder P = ~{float(1 - F(1 - 0.9)):.6g}, target P = "
+        f"~{float(F(0.9) / (F(0.1) + F(0.9))):.6g})")  # a tie of |differences|: the larger
     assert assert_lossless(rounded, tenth) == got
     strict = check_lossless(rounded, tenth, float_tolerance=0)
     assert not strict.equal and strict.float_tolerance == 0
