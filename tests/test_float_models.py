@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from fractions import Fraction as F
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -508,6 +509,16 @@ def test_the_default_tolerance_formula() -> None:
     assert default_float_tolerance(0, 3) == default_float_tolerance(1, 3)
     assert F(17, 10**14) < default_float_tolerance(8, 3) < F(18, 10**14)
     assert F(16, 10**9) < former_default(8, 3) < F(17, 10**9)
+
+
+def test_the_docs_quote_the_margins_these_tests_check() -> None:
+    doc = " ".join((default_float_tolerance.__doc__ or "").split())
+    assert f"stays {NOISE_MARGIN} times below the tolerance" in doc
+    assert f"over {BUG_MARGIN} times the tolerance" in doc
+    page = " ".join((Path(__file__).parent.parent / "docs" / "auditing-your-decoder.md")
+                    .read_text().split())
+    assert f"stays {NOISE_MARGIN} times below it on float64 models" in page
+    assert f"land over {BUG_MARGIN} times above it" in page
 
 
 def test_lossy_messages_on_exact_models_print_small_fractions_as_they_are() -> None:

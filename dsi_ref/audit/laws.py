@@ -210,8 +210,8 @@ def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None,
 
     ``float_tolerance`` (default 0: an exact comparison) is the TV distance accepted as float
     noise, provided the decoder puts no mass outside the target's support;
-    ``float_tolerance_basis`` says where it came from, in the report's message (e.g.
-    `float_tolerance_basis` of `default_float_tolerance`'s terms).
+    ``float_tolerance_basis`` says where it came from, in the report's message (`check_lossless`
+    gives the terms of `default_float_tolerance`, or ``"as given"``).
 
     Raises:
         InvalidParameterError: ``float_tolerance`` is negative or not a finite number.
@@ -283,13 +283,14 @@ def default_float_tolerance(longest_path: int, vocab_size: int,
       The drafter's rows are assumed normalised as precisely as the target's.
 
     Measured (tests/test_float_models.py computes these figures): every decoder of the
-    library, every variant, on float64 models, moves less than ``V · 2^-57`` per choice (a
-    sixteenth of ``V · u``), 1024 times below the allowance; the same program on the exact
-    values of the same rows puts the rounding apart from the rows' deviation. Float32 rounding
-    in a float64 pipeline (drafts drawn from float32-rounded ``q``, ``p`` rounded to float32 in
-    the ratio, the residual or block verification's weights computed in float32) moves the law
-    by 1e-10 and more on the toy models where it changes it, over 512 times the tolerance: it
-    is flagged. The zoo's mutants are at TV >= 0.005.
+    library, every variant, on float64 models stays 1024 times below the tolerance, and so do
+    apart its rounding and the rows' deviation (the same program on the exact values of the
+    same rows tells them apart); two tree rules crash instead on a float ``p == q`` pair, a
+    finding about the rules (the exact run on the same rows fails alike). Float32 rounding in
+    a float64 pipeline (drafts drawn from float32-rounded ``q``, ``p`` rounded to float32 in
+    the ratio, the residual or block verification's weights computed in float32) moves the
+    law by 1e-10 and more on the toy models where it changes it, over 512 times the
+    tolerance: it is flagged. The zoo's mutants are at TV >= 0.005.
 
     Not float noise, on purpose: rows that sum to 1 only within what validation accepts
     (``FLOAT_TOLERANCE``, 1e-9). The target's deviation is measured and the tolerance grows
