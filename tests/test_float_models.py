@@ -114,30 +114,18 @@ def test_the_autoregressive_law_of_a_float_model_is_its_target_law_exactly(pair:
 
 #: Float pairs of the default run: context dependence, EOS, ``p == q`` (an empty residual).
 FAST_PAIRS = ("float bigram", "float eos", "float p==q")
-#: Finding: on float rows whose float sum is not exactly 1.0, tree verification without
-#: replacement renormalises ``q`` (``q_j = norm(q)``, rounded up when ``Σ q < 1``) and compares it
-#: with ``p`` as it is; with ``p == q`` every entry of ``q_1`` can exceed ``p``: a rejection of
-#: probability ~1e-16, then an empty residual ``(p − q_1)+`` (`NumericalError`; traversal: a
-#: categorical of zeros). The exact run on the same rows fails alike: not the tolerance's
-#: business, the rules'.
-CRASHES = {("tree_speculative", "rrs_without_replacement-2x1", "float p==q"),
-           ("tree_speculative", "traversal-2x1", "float p==q")}
 
 
 def registry_cases(pairs: Sequence[str], lookaheads: Sequence[int] = (2,)) -> list[Any]:
     """Every registered decoder × variant × float pair (× lookahead, for the decoders that take
-    one); the known crashes strictly xfail."""
+    one)."""
     cases = []
     for spec in DECODERS.values():
         for variant in spec.variants:
             for pair in pairs:
-                crash = (spec.name, variant.label, pair) in CRASHES
                 for k in lookaheads if "lookahead" in spec.params else lookaheads[:1]:
                     cases.append(pytest.param(
-                        spec, variant, pair, k, id=f"{spec.name}-{variant.label}-{pair}-k{k}",
-                        marks=[pytest.mark.xfail(
-                            raises=(dr.NumericalError, dr.InvalidParameterError), strict=True,
-                            reason="tree rule on p == q floats")] if crash else []))
+                        spec, variant, pair, k, id=f"{spec.name}-{variant.label}-{pair}-k{k}"))
     return cases
 
 

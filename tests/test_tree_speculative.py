@@ -183,3 +183,61 @@ def test_traversal_update_keeps_the_subtree_acceptance_invariant() -> None:
     through_child = sum(min(alpha * x, y) for x, y in zip(b, s, strict=True))
     assert through_child + (1 - through_child) * new_alpha == alpha
     assert sum(new_b) == 1 and new_b[2] == 0
+
+
+# -- rows that do not sum to 1: read as the laws they stand for ----------------------------------
+
+#: Rows scaled by this: exact rows summing to ``1 − 2^-40`` (a model may vouch for them), and
+#: their float copies (within validation's 1e-9).
+SHORT = 1 - F(1, 2**40)
+
+
+class ShortRows:
+    """``model`` with every row scaled by `SHORT`: exact (`Fraction` s, ``prevalidated``, as
+    validation wants exact rows to sum to 1) or floats (validated). Its law is the model's: a
+    row stands for each entry over the row's sum."""
+
+    def __init__(self, model: dr.LanguageModel, floats: bool) -> None:
+        self.model, self.floats = model, floats
+        self.prevalidated = not floats
+        self.vocab_size, self.eos = model.vocab_size, model.eos
+
+    def probs(self, prefix: tuple[int, ...]) -> tuple[F | float, ...]:
+        row = tuple(F(x) * SHORT for x in self.model.probs(prefix))
+        return tuple(float(x) for x in row) if self.floats else row
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("tree", [(2, 1), (3,)], ids=str)
+@pytest.mark.parametrize("floats", [False, True], ids=["exact", "float"])
+@pytest.mark.parametrize("model", ["p==q", "bigram", "zeros"])
+def test_every_rule_is_lossless_on_rows_that_do_not_sum_to_one(
+        rule: str, tree: tuple[int, ...], floats: bool, model: str) -> None:
+    """Regression: ``rrs_without_replacement`` and ``traversal`` compared ``p`` as it is with
+    the renormalised ``q_1``; on ``p == q`` rows summing to less than 1 that rejected with
+    probability ``1 − Σ q`` and then found the residual ``(p − q_1)+`` empty (`NumericalError`;
+    traversal: a categorical of zeros), exact rows and floats alike, and every sampling rule
+    was off by ~1e-12 on exact rows (``p`` against ``q`` with different sums). Now ``p`` and
+    ``q`` are normalised alike: exact rows are lossless exactly (no float crept in), floats
+    within the default tolerance."""
+    pair = SUITE[model]
+    target, drafter = ShortRows(pair.target, floats), ShortRows(pair.drafter, floats)
+    short = ModelPair(f"short {model}", target, drafter, pair.prompt)
+    report = _report(short, rule, tree, 3)
+    assert report.equal, str(report)
+    if not floats:
+        assert report.identical and report.float_tolerance == 0, str(report)
+
+
+def test_p_and_q_are_normalised_alike() -> None:
+    """The first child's proposal and ``p'`` are the same law on ``p == q`` rows that do not
+    sum to 1 (bitwise, in floats), so its test ``min(1, p'(x)/q_1(x))`` accepts surely; int
+    rows stay exact."""
+    row = tuple(float(F(x) * SHORT) for x in (F(1, 3), F(1, 6), F(1, 2)))
+    assert sum(row) != 1
+    for name in ("rrs", "rrs_without_replacement", "traversal"):
+        rule = TREE_RULES[name]
+        (_, proposal), = rule.children(row, 1, dr.Sampler(0), ())
+        assert rule.start(row) == list(proposal), name
+    assert TREE_RULES["rrs"].start((1, 0, 1)) == [F(1, 2), 0, F(1, 2)]
+    assert all(type(x) is F for x in TREE_RULES["rrs"].start((1, 0, 1)))

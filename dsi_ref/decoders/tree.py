@@ -46,12 +46,25 @@ the sibling index ``j`` goes into the role: ``"draft"``, ``"accept"`` for ``j = 
 for ``j ≥ 1``; the residual is ``("residual", i, ctx)``, the bonus ``("target", i, ctx)``.
 ``context`` is the generated tokens before the position, drafted ones included, so a key keeps
 the shape that `dsi_ref.base.randomness.merge_point` and the exact engine parse.
+
+Rows as laws. A row stands for each entry over the row's sum (the library's convention:
+`dsi_ref.audit.exact_rows.exact_row`; ``rng.categorical`` draws that way). The sampling rules
+compare ``p`` with a proposal law, so both sides are read as laws, the same way (`normalise`):
+``p'`` starts as ``norm(p)`` (`TreeRule.start`, Traversal's ``B``) and a child's proposal is
+``norm(q)`` or ``q_j`` (a `TreeNode.proposal`). `Fraction` rows stay exact (an exact division),
+and float ``p == q`` rows give bitwise equal laws. So on rows that do not sum to 1 (float rows,
+exact rows a model vouches for) the rules stay exactly lossless for the laws the rows stand for,
+and in exact arithmetic a residual is empty only when ``p' = q_j``, where no child is rejected
+and none is needed. (`GreedyTree` reads ``p`` as it is: its ``argmax`` is the reference's.)
+(Comparing ``p`` as it is with a renormalised ``q`` made ``(p − q_1)+`` empty on ``p == q`` rows
+summing to less than 1, after a rejection of probability ``1 − Σ q``.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal, NamedTuple, TypeAlias
 
 from ..base.errors import InvalidParameterError, NumericalError
@@ -86,8 +99,10 @@ def role(name: str, sibling: int) -> str:
 
 
 def normalise(weights: Sequence[Number]) -> list[Number]:
-    """``weights / Σ weights``; `NumericalError` when nothing is left (float rounding)."""
-    total = sum(weights)
+    """``weights / Σ weights``: the law a row of weights stands for (`Fraction` s and ints
+    exactly, as `Fraction` s; floats in float64); `NumericalError` when nothing is left (float
+    rounding)."""
+    total = sum(weights, Fraction(0))  # int weights: an exact division, not a float one
     if not total > 0:
         raise NumericalError(f"a tree rule's distribution has no mass left: {list(weights)!r} "
                              "(float rounding in p or q)")
@@ -140,15 +155,20 @@ class TreeRule:
     # -- drafting ------------------------------------------------------------------------------
     def children(self, draft_probs: Row, k: int, rng: Randomness,
                  context: tuple[int, ...]) -> list[tuple[int, Row]]:
-        """``k`` children after ``context`` and the law each was drawn from: ``x_j ~ q`` i.i.d."""
+        """``k`` children after ``context`` and the law each was drawn from: ``x_j ~ q`` i.i.d.,
+        the law ``norm(q)`` (`normalise`, as `start` reads ``p``; the draw reads ``q`` as it is,
+        as SI's does: ``rng.categorical`` normalises)."""
         i = len(context)
-        return [(rng.categorical(draft_probs, key=(role("draft", j), i, context)), draft_probs)
+        law = normalise(draft_probs)
+        return [(rng.categorical(draft_probs, key=(role("draft", j), i, context)), law)
                 for j in range(k)]
 
     # -- top-down verification, step by step ---------------------------------------------------
     def start(self, target_probs: Row) -> list[Number]:
-        """``p'`` at a node before its first child is tested: ``p``."""
-        return list(target_probs)
+        """``p'`` at a node before its first child is tested: ``norm(p)``, the law the row
+        stands for, normalised as the children's proposals are (see the module's "Rows as
+        laws")."""
+        return normalise(target_probs)
 
     def accept(self, target: Sequence[Number], proposal: Row, token: int, sibling: int,
                rng: Randomness, context: tuple[int, ...]) -> bool:
@@ -261,6 +281,11 @@ class GreedyTree(EagleTopK):
     name = "greedy"
     greedy = True
 
+    def start(self, target_probs: Row) -> list[Number]:
+        """``p`` as it is: no division that could round two entries into a tie, so that
+        ``argmax`` is the target's greedy choice."""
+        return list(target_probs)
+
     def accept(self, target: Sequence[Number], proposal: Row, token: int, sibling: int,
                rng: Randomness, context: tuple[int, ...]) -> bool:
         """``x = argmax p``."""
@@ -285,10 +310,11 @@ class Traversal(RecursiveRejectionWithoutReplacement):
     replacement (`RecursiveRejectionWithoutReplacement.children`).
 
     Every node ``Y`` with parent ``P`` carries ``α(Y) = min(1, α(P) · B_P(y) / S_P(y))`` (the
-    root: ``α = 1``), where ``B_P`` is the target's law at ``P`` (``p``, or its residual) and
-    ``S_P`` the law ``y`` was drawn from. The tree is visited in post-order: the first leaf is
-    accepted with probability ``α`` (the whole path from the root to it at once); if it is
-    rejected it is deleted and its parent is updated, with ``r = Σ (α(P) B_P − S_P)+``:
+    root: ``α = 1``), where ``B_P`` is the target's law at ``P`` (``norm(p)``, `TreeRule.start`,
+    or its residual) and ``S_P`` the law ``y`` was drawn from. The tree is visited in
+    post-order: the first leaf is accepted with probability ``α`` (the whole path from the root
+    to it at once); if it is rejected it is deleted and its parent is updated, with
+    ``r = Σ (α(P) B_P − S_P)+``:
 
     * ``B_P ← norm((α(P) B_P − S_P)+)``;
     * ``α(P) ← r / (1 − α(P) + r)`` (``1 − α(P) + r = 1 − Σ min(α(P) B_P, S_P)`` is the
@@ -332,7 +358,7 @@ class Traversal(RecursiveRejectionWithoutReplacement):
               root: bool) -> TreeVerdict | None:
         """Post-order traversal of ``node``'s subtree: the verdict of the first accepted node
         (its path relative to ``node``), or None if the subtree accepted nothing."""
-        target: list[Number] = list(node.p) if node.p is not None else []
+        target: list[Number] = self.start(node.p) if node.p is not None else []
         tried = False
         for child in node.children:
             assert child.token is not None and child.proposal is not None
@@ -347,6 +373,12 @@ class Traversal(RecursiveRejectionWithoutReplacement):
         if node.token is not None and node.token == eos:
             return TreeVerdict((), None, "eos")
         if tried:
+            # Exactly, r = 0 leaves α(P) = 0 (P not accepted) but at the root, where α = 1:
+            # there r = 0 means B = S, so the child's α is 1 and it is never deleted.
+            if not sum(target) > 0:
+                raise NumericalError(f"traversal verification accepted the node after "
+                                     f"{node.context!r} but its residual is empty: float "
+                                     "rounding in p or q")
             return TreeVerdict((), self.residual(target, rng, node.context), "rejected")
         assert node.p is not None
         return TreeVerdict((), self.bonus(node.p, rng, node.context), "bonus")
