@@ -12,6 +12,7 @@ rejection rate is compared with the decisions of `audit_counts` on the same mult
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import time
@@ -31,7 +32,6 @@ from dsi_ref.audit.statistical import (
     Pooling,
     Residual,
     StatisticalReport,
-    _chi2_power,
     _critical,
     _label,
     _log_tail_bound,
@@ -91,26 +91,64 @@ def _point_needed(eps: float, power: float) -> int:
     return n
 
 
-def _tv_power_ref(df: int, hidden: float, n: int, eps: float, crit: float) -> float:
-    """``min_t max(1 - (1 - t)^n, P[ncx2(df, n (2 eps - t - 2 H)^2) > crit])`` over ``[0, eps]``:
-    the first term increases in ``t``, the second decreases, so the minimum is where they cross
-    (found here by plain bisection) or at an end."""
-    def inside(t: float) -> float:
-        lam = n * max(0.0, 2 * eps - t - 2 * hidden) ** 2
-        return float(stats.ncx2.sf(crit, df, lam)) if lam > 0 else float(stats.chi2.sf(crit, df))
+def _x_up(crit: float, n: int) -> float:
+    """The threshold on ``n KL`` the power computations count a rejection at (the documented
+    slack ``x (1 + 1e-9) + 1e-14 n`` over ``x = crit / 2``)."""
+    return crit / 2 * (1 + 1e-9) + 1e-14 * n
 
-    def gap(t: float) -> float:
-        return _point_power(t, n) - inside(t)
 
-    if gap(0.0) >= 0:
-        return _point_power(0.0, n)
-    if gap(eps) <= 0:
-        return inside(eps)
-    lo, hi = 0.0, eps
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
-    return max(_point_power(hi, n), inside(hi))
+def _nkl(counts: Any, probs: Any) -> float:
+    """``n KL(counts / n ‖ probs)``, straight from its definition."""
+    n = sum(counts)
+    return math.fsum(c * math.log(c / (n * p)) for c, p in zip(counts, probs, strict=True) if c)
+
+
+def _law_power_ref(probs: list[float], q: list[float], outside: float, n: int,
+                   crit: float) -> float:
+    """``1 - (1 - t)^n P_q[n KL < x]``, summing scipy's multinomial pmf over every count vector
+    of the cells (``q`` renormalised inside the support)."""
+    x = _x_up(crit, n)
+    inside = [v / math.fsum(q) for v in q]
+    miss = []
+    for head in itertools.product(range(n + 1), repeat=len(probs) - 1):
+        if sum(head) <= n:
+            counts = [*head, n - sum(head)]
+            if _nkl(counts, probs) < x:
+                miss.append(float(stats.multinomial.pmf(counts, n, inside)))
+    return 1.0 - (1.0 - outside) ** n * math.fsum(miss)
+
+
+def _tv_power_ref(probs: tuple[float, ...], hidden: float, n: int, eps: float,
+                  crit: float) -> float:
+    """The TV bound of the module docstring, written out plainly: ``M(d)``, the largest
+    ``P[Bin(n, π + d) < m_hi(π)]`` over the masses ``π <= 1 - d`` of the sets of cells, with
+    ``m_hi`` found by scanning the counts; then ``max((1 - top)^n, max_j (1 - t_j)^n
+    M(ε - H - t_{j+1}))`` over 8 equal steps of ``[0, top]``, ``top = min(ε - H, ln(1/M(ε - H))
+    / n)``."""
+    x = _x_up(crit, n)
+    pis = sorted({math.fsum(s) for r in range(1, len(probs))
+                  for s in itertools.combinations(probs, r)})
+
+    def m_hi(pi: float) -> int:
+        return next((m for m in range(math.ceil(n * pi), n + 1)
+                     if _nkl([m, n - m], [pi, 1 - pi]) >= x), n + 1)
+
+    def big_m(d: float) -> float:
+        if d <= 0:
+            return 1.0
+        return max((float(stats.binom.cdf(m_hi(pi) - 1, n, min(pi + d, 1.0)))
+                    for pi in pis if pi <= 1 - d), default=0.0)
+
+    d0 = eps - hidden
+    if d0 <= 0:
+        return 0.0
+    m0 = big_m(d0)
+    top = d0 if m0 <= 0 else min(d0, -math.log(m0) / n)
+    steps = [top * j / 8 for j in range(9)]
+    miss = (1 - top) ** n
+    for t_a, t_b in itertools.pairwise(steps):
+        miss = max(miss, (1 - t_a) ** n * big_m(d0 - t_b))
+    return 1.0 - miss
 
 
 # -- constants ----------------------------------------------------------------------------------
@@ -343,45 +381,34 @@ def test_g_statistic() -> None:
         g_statistic([1, 2], [1.0])
 
 
-def test_chi2_power_branches() -> None:
-    assert _chi2_power(0, 1.0, 3.0) == 0.0
-    assert _chi2_power(-1, 0.0, 3.0) == 0.0
-    assert _close(_chi2_power(2, 0.0, 3.0), float(stats.chi2.sf(3.0, 2)))
-    assert _close(_chi2_power(1, 0.0, 3.0), float(stats.chi2.sf(3.0, 1)))
-    assert _close(_chi2_power(2, -1.0, 3.0), float(stats.chi2.sf(3.0, 2)))
-    assert _close(_chi2_power(1, 1e-3, 3.0), float(stats.ncx2.sf(3.0, 1, 1e-3)))
-    assert _close(_chi2_power(2, 4.0, 3.0), float(stats.ncx2.sf(3.0, 2, 4.0)))
-
-
 def test_power_against_a_law_inside_the_support() -> None:
     ref = {"a": 0.5, "b": 0.5}
     alt = Alternative.of_law({"a": 0.625, "b": 0.375})
-    crit = _crit_ref(1, 1e-3)
-    lam = 100 * (0.125 ** 2 / 0.5 + 0.125 ** 2 / 0.5)
-    expected = float(stats.ncx2.sf(crit, 1, lam))
-    assert _close(achieved_power(ref, alt, 100, alpha=1e-3), expected, 1e-9)
+    for n in (100, 400):
+        expected = _law_power_ref([0.5, 0.5], [0.625, 0.375], 0.0, n, _crit_ref(1, 1e-3))
+        assert 0.01 < expected < 0.99
+        assert _close(achieved_power(ref, alt, n, alpha=1e-3), expected, 1e-9)
 
 
 def test_power_against_a_law_whose_outcomes_share_a_pool() -> None:
     # cells (a,), (b,), (c,), (e, f, d) at n = 40; the alternative moves half of c's mass into
     # the pool, where d and f add up
     alt = Alternative.of_law({"a": 0.5, "b": 0.25, "c": 0.0625, "d": 0.0625, "f": 0.125})
-    crit = _crit_ref(3, 0.01)
-    lam = 40 * ((0.0625 - 0.125) ** 2 / 0.125 + (0.1875 - 0.125) ** 2 / 0.125)
-    expected = float(stats.ncx2.sf(crit, 3, lam))
+    expected = _law_power_ref([0.5, 0.25, 0.125, 0.125], [0.5, 0.25, 0.0625, 0.1875], 0.0, 40,
+                              _crit_ref(3, 0.01))
+    assert 1e-4 < expected < 0.99
     assert _close(achieved_power(DYADIC, alt, 40, alpha=0.01), expected, 1e-9)
 
 
 def test_power_against_a_law_with_mass_outside_the_support() -> None:
     ref = {"a": 0.5, "b": 0.5}
-    # in the cells: Q = (0.5, 0.375); outside: 0.0625 + 0.0625 (two impossible outcomes)
+    # in the cells: Q = (0.5, 0.375); outside: 0.0625 + 0.0625 (two impossible outcomes); both
+    # parts detect, and the power combines them: 1 - (1 - t)^n P[G misses]
     alt = Alternative.of_law({"a": 0.5, "b": 0.375, "y": 0.0625, "z": 0.0625})
-    for n in (10, 400):
-        crit = _crit_ref(1, 0.01)
-        lam = n * (0.0 / 0.5 + 0.125 ** 2 / 0.5)
-        expected = max(float(stats.ncx2.sf(crit, 1, lam)), _point_power(0.125, n))
+    for n in (10, 40, 400):
+        expected = _law_power_ref([0.5, 0.5], [0.5, 0.375], 0.125, n, _crit_ref(1, 0.01))
         assert _close(achieved_power(ref, alt, n, alpha=0.01), expected, 1e-9)
-    assert _point_power(0.125, 10) > float(stats.ncx2.sf(_crit_ref(1, 0.01), 1, 10 / 32))
+        assert expected > _point_power(0.125, n) or expected == 1.0
 
 
 def test_power_against_a_law_entirely_outside_the_support_is_one() -> None:
@@ -406,26 +433,53 @@ def test_tv_power_of_one_cell_is_the_chance_of_an_impossible_outcome() -> None:
     (DYADIC, 40, 0.1, 0.01),
     (DYADIC, 200, 0.2, 1e-4),
 ])
-def test_tv_power_is_the_min_max_over_the_mass_put_outside(law: dict[str, Any], n: int,
+def test_tv_power_is_the_documented_bound(law: dict[str, Any], n: int,
                                                           eps: float, alpha: float) -> None:
     pooling = pool_cells(law, n)
-    expected = _tv_power_ref(pooling.df, pooling.hidden_mass, n, eps,
+    expected = _tv_power_ref(pooling.probs, pooling.hidden_mass, n, eps,
                              _crit_ref(pooling.df, alpha))
     got = achieved_power(law, Alternative.tv(eps), n, alpha=alpha)
-    assert _close(got, expected, 1e-6)
+    assert _close(got, expected, 1e-9)
 
 
 def test_tv_power_docstring_value() -> None:
     assert round(achieved_power({(0,): 0.5, (1,): 0.5}, Alternative.tv(0.1), 1000, alpha=1e-6),
-                 3) == 0.635
+                 3) == 0.66
 
 
-def test_tv_power_when_the_chi_square_part_underflows_is_zero() -> None:
-    # all of eps can hide in the pool (H = 0.375 >= eps) and chi2.sf(crit, 1) underflows to 0
+def test_tv_power_when_every_deviation_can_hide_in_a_pool_is_zero() -> None:
+    # all of eps can hide in the pool (H = 0.375 >= eps), even at the smallest alpha
     law = {"a": 0.5, "b": 0.25, "c": 0.125, "d": 0.125}
     assert pool_cells(law, 40, min_expected=12).hidden_mass == 0.375
-    assert float(stats.chi2.sf(_crit_ref(1, 1e-320), 1)) == 0.0
     assert achieved_power(law, Alternative.tv(0.25), 40, alpha=1e-320, min_expected=12) == 0.0
+    assert achieved_power(law, Alternative.tv(0.375), 40, alpha=1e-320, min_expected=12) == 0.0
+    assert achieved_power(law, Alternative.tv(0.5), 40, alpha=0.1, min_expected=12) > 0.0
+
+
+def test_tv_power_of_many_cells_is_the_branch_and_bound_over_the_interval() -> None:
+    # 13 cells: the sup over sets of cells is taken over the whole interval of their masses, so
+    # the bound is at most the one over the sets' masses, and the branch and bound is within 1 %
+    # (or one binomial term) of the sup over a fine grid of the interval
+    law = {i: (1 + i / 12) / 19.5 for i in range(13)}
+    assert math.isclose(math.fsum(law.values()), 1.0)
+    n, eps, alpha = 2000, 0.1, 1e-3
+    pooling = pool_cells(law, n)
+    assert len(pooling.cells) == 13 and pooling.hidden_mass == 0.0
+    got = achieved_power(law, Alternative.tv(eps), n, alpha=alpha)
+    crit = _crit_ref(12, alpha)
+    subsets = _tv_power_ref(pooling.probs[:12], 0.0, n, eps, crit)  # a subset of the masses
+    assert 0.05 < got <= subsets
+    x = _x_up(crit, n)
+    p_min = min(pooling.probs)
+    grid = [p_min + (1 - eps - p_min) * j / 4000 for j in range(4001)]
+
+    def m_hi(pi: float) -> int:
+        return next((m for m in range(math.ceil(n * pi), n + 1)
+                     if _nkl([m, n - m], [pi, 1 - pi]) >= x), n + 1)
+
+    grid_miss = max(float(stats.binom.cdf(m_hi(pi) - 1, n, pi + eps)) for pi in grid)
+    assert 1 - got >= grid_miss * (1 - 1e-9)  # the grid's sup is below the true sup
+    assert 1 - got <= 1.2 * grid_miss  # and the true sup is close to the grid's
 
 
 def test_tv_power_saturated_at_one() -> None:
@@ -436,12 +490,14 @@ def test_tv_power_saturated_at_one() -> None:
 
 def test_achieved_power_defaults_are_policy_alpha_and_min_expected_5() -> None:
     alt = Alternative.tv(0.3)
-    # at n = 40, d + e + f expect exactly 5: a cell of their own only for min_expected <= 5
-    default = achieved_power(DYADIC, alt, 40)
-    pooling = pool_cells(DYADIC, 40, 5.0)
-    expected = _tv_power_ref(pooling.df, pooling.hidden_mass, 40, 0.3, _crit_ref(3, 1e-8))
-    assert _close(default, expected, 1e-6)
-    assert default != achieved_power(DYADIC, alt, 40, min_expected=6.0)
+    # at n = 160, e and f expect exactly 5: cells of their own only for min_expected <= 5
+    default = achieved_power(DYADIC, alt, 160)
+    pooling = pool_cells(DYADIC, 160, 5.0)
+    assert pooling.df == 5
+    expected = _tv_power_ref(pooling.probs, pooling.hidden_mass, 160, 0.3, _crit_ref(5, 1e-8))
+    assert 0.05 < expected < 0.99
+    assert _close(default, expected, 1e-9)
+    assert default != achieved_power(DYADIC, alt, 160, min_expected=6.0)
 
 
 @pytest.mark.montecarlo(alpha=0, reason="rejection_rate is only called to check its argument "
@@ -636,7 +692,7 @@ def test_audit_counts_of_a_dyadic_law_every_field() -> None:
     observed, expected = [22, 9, 4, 5], [20.0, 10.0, 5.0, 5.0]
     g = 2 * (22 * math.log(22 / 20) + 9 * math.log(9 / 10) + 4 * math.log(4 / 5))
     crit = _crit_ref(3, 0.01)
-    power = _tv_power_ref(3, 0.09375, 40, 0.3, crit)
+    power = _tv_power_ref((0.5, 0.25, 0.125, 0.125), 0.09375, 40, 0.3, crit)
     assert power < 0.99
     assert r.verdict == "inconclusive"
     assert (r.n_samples, r.df, r.cells, r.outcomes, r.pooled_outcomes) == (40, 3, 4, 6, 3)

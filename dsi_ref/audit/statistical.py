@@ -19,18 +19,57 @@ sampling, from the reference law, the sample size and the stated alternative:
    66(10)): for ``x = n KL > k - 1``, ``P[n KL(P̂ ‖ P) >= x] <= e^{-x} (e x / (k - 1))^{k - 1}``
    with ``k`` cells. The test rejects when that bound is ``<= alpha``, so the false-alarm rate is
    at most ``alpha`` for every ``n``, with no approximation; the reported p-value is the bound.
-3. **Power against a named alternative** (`Alternative`), by the noncentral chi-square
-   approximation of ``G`` (noncentrality ``λ = n Σ (Q - P)² / P`` over the cells), compared with
-   the threshold ``2 x_alpha`` of step 2:
+3. **Power against a named alternative** (`Alternative`): a lower bound on the probability
+   that *this* test (``n KL(P̂ ‖ P) >= x``, ``x`` half the threshold of step 2, with this
+   pooling) rejects, never an approximation of it. Write ``t`` for the alternative's mass
+   outside the reference support and ``q`` for its law given that a draw falls inside, pooled
+   into the cells. No draw falls outside with probability ``(1 - t)^n``, and then the cell
+   counts are multinomial ``(n, q)``, so ``power = 1 - (1 - t)^n · miss(q)`` with
+   ``miss(q) = P_q[n KL(P̂ ‖ P) < x]``. Each cell contributes ``O ln(O / E) - O + E >= 0`` to
+   ``n KL`` (its deviance; they add up to ``n KL`` because ``Σ O = Σ E = n``), so a count
+   vector that misses has every cell's deviance below ``x``.
 
-   * a specific wrong law ``q`` (say a zoo mutant's exact law): power
-     ``max(P[ncx2(df, λ) > crit], 1 - (1 - t)^n)``, ``t`` = mass of ``q`` outside the reference
-     support (each such draw rejects on its own);
-   * every law at total-variation distance ``>= ε``: a lower bound over the whole class. Pooling
-     hides at most ``H = Σ_pools (P_g - min p in g)`` of TV inside pools; a law with in-support
-     deviation of total ``S`` over the cells has ``λ >= n S²`` (Cauchy-Schwarz), and a law that
-     moves mass ``t`` outside the support has ``S >= 2ε - t - 2H``; the bound is the minimum
-     over ``t`` of ``max(1 - (1 - t)^n, P[ncx2(df, n (2ε - t - 2H)²) > crit])``.
+   * **A specific wrong law** ``q`` (`Alternative.of_law`, e.g. a zoo mutant's exact law):
+     ``miss(q)`` is computed **exactly** when affordable: the count vectors of all cells but the
+     two most likely are enumerated (those whose partial deviance already reaches ``x``, or that
+     cannot be completed to ``n`` draws, dropped), and given one of them the two last cells
+     share the remaining draws binomially, the counts that miss forming an interval (the sum of
+     two deviances is convex), so their probability is a difference of binomial distribution
+     functions. With two cells this is one binomial probability. When the enumeration would hold
+     more than ``_ENUMERATION_LIMIT`` partial vectors (many cells, or large ``n``), ``miss(q)``
+     is bounded above by the smaller of two proven bounds:
+
+     - *Chernoff*: ``miss <= e^{θ x} E_q[e^{-θ n KL} ; every deviance < x]`` for every
+       ``θ >= 0`` (Markov). The expectation is exact: the multinomial is the law of independent
+       Poisson counts ``Pois(n q_i)`` given that they add up to ``n``, so it is the
+       coefficient of ``z^n`` in ``Π_i Σ_o Pois(o; n q_i) e^{-θ dev_i(o)} z^o`` divided by
+       ``P[Pois(n) = n]``, read off a circular FFT convolution (aliasing only adds nonnegative
+       terms, and ``_FFT_SLACK`` per cell covers the FFT's rounding); ``θ`` is chosen on a grid.
+       It sees every cell's noise; its slack is Markov's (a factor of a few on ``miss``).
+     - *binary*: for a set ``A`` of cells, ``n KL(P̂ ‖ P) >= n kl(P̂(A) ‖ P(A))`` (data
+       processing), and the count in ``A`` is ``Bin(n, q(A))``: the probability that it lies
+       strictly between the two cuts where ``n kl`` reaches ``x`` is a bound on ``miss``; the
+       smallest over the ``k - 1`` sets of cells of largest ``q / P``.
+
+   * **Every law at total-variation distance ``>= ε``** (`Alternative.tv`): a lower bound over
+     the whole class. Deviations inside pools are invisible; they hide at most
+     ``H = Σ_pools (P_g - min p in g)`` of TV. A law with mass ``t`` outside the support has
+     ``TV(q, P) >= ε - t - H`` on the cells (``t`` of the TV is the outside mass, and
+     renormalising the inside mass moves it by ``t`` more). For a law ``q`` on the cells at TV
+     ``δ' >= δ`` let ``A = {q > P}``, ``π = P(A)``: then ``q(A) = π + δ'``, the count in ``A``
+     is ``Bin(n, π + δ')``, and the test rejects once it reaches ``m_hi(π)``, the smallest count
+     ``>= n π`` with ``n kl(m / n ‖ π) >= x`` (data processing again). So
+     ``miss(q) <= M(δ) = sup_π P[Bin(n, π + δ) < m_hi(π)]`` over the masses ``π <= 1 - δ`` of
+     the sets of cells: all of them with up to ``_SUBSET_CELLS`` cells, else the interval
+     ``[min P, 1 - max(δ, min P)]`` by branch and bound (`_tv_inside_miss`: the largest
+     interval bound, within 1 % or one binomial term of the sup). The
+     audit's miss is at most ``sup_t (1 - t)^n M(ε - t - H)``, taken over a grid of ``t`` with
+     the monotone bound ``(1 - t_a)^n M(ε - t_b - H)`` on each step ``[t_a, t_b]`` (one cell:
+     exactly ``(1 - (ε - H))^n``). The bound ignores the noise of the cells other than the two
+     sets, so it is conservative, more so with many cells.
+
+   Every draw counted as rejected has ``n KL >= x (1 + 1e-9) + 1e-14 n``, beyond the rounding
+   of ``G``, so the stated power is that of the test as implemented.
 
 `statistical_audit` refuses (`UnderpoweredError`, before drawing anything) to run a sample that
 cannot reach the requested power, and says how many samples would; a rejection is reported as
@@ -40,6 +79,7 @@ Per-sample seeds derive from one seed (`sample_seeds`), so an audit is reproduci
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import Counter
@@ -49,7 +89,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from ..base.errors import InvalidAuditError, NondeterministicProgramError, UnderpoweredError
 from ..base.validate import check_choice, check_int, check_number, check_seed, is_int
@@ -69,6 +109,7 @@ __all__ = [
     "g_statistic",
     "pool_cells",
     "rejection_rate",
+    "rejects",
     "required_samples",
     "sample_seeds",
     "statistical_audit",
@@ -168,6 +209,22 @@ class Pooling:
         """How many outcomes sit in pools of two or more."""
         return sum(len(c) for c in self.cells if len(c) > 1)
 
+    def cell_masses(self, law: LawLike) -> tuple[tuple[float, ...], float]:
+        """The mass of ``law`` in each cell (in the cells' order) and outside the support.
+
+        >>> pool_cells({"a": 0.5, "b": 0.5}, 100).cell_masses({"a": 0.25, "b": 0.5, "z": 0.25})
+        ((0.25, 0.5), 0.25)
+        """
+        index = {o: i for i, c in enumerate(self.cells) for o in c}
+        masses = [0.0] * len(self.cells)
+        outside = 0.0
+        for o, p in _check_law(law, "law").items():
+            if o in index:
+                masses[index[o]] += p
+            else:
+                outside += p
+        return tuple(masses), outside
+
 
 def pool_cells(reference_law: LawLike, n_samples: int, min_expected: float = 5.0) -> Pooling:
     """The cells for ``n_samples`` draws (see the module docstring, step 1).
@@ -261,48 +318,397 @@ def g_statistic(observed: Sequence[float], expected: Sequence[float]) -> float:
                            if o > 0)
 
 
-def _chi2_power(df: int, noncentrality: float, crit: float) -> float:
-    if df <= 0 or noncentrality <= 0:
-        return 0.0 if df <= 0 else float(stats.chi2.sf(crit, df))
-    return float(stats.ncx2.sf(crit, df, noncentrality))
+#: Relative slack on the threshold ``x`` of the power computations. A draw is counted as a
+#: rejection only when its ``n KL`` is ``>= x (1 + 1e-9) + 1e-14 n``: beyond the rounding of ``G``
+#: in `audit_counts` (about ``1e-15 n`` absolute, ``O ln(O / E)`` summed over ``n`` draws), so a
+#: draw counted as rejected is rejected by the implemented test, and the stated power never
+#: exceeds the power of that test by rounding.
+_X_RELATIVE_SLACK = 1e-9
+_X_ABSOLUTE_SLACK_PER_SAMPLE = 1e-14
+#: Largest number of partial count vectors the exact computation holds at once; beyond it the
+#: power is the Chernoff and binary lower bounds (module docstring, step 3).
+_ENUMERATION_LIMIT = 200_000
+#: Allowance for the rounding of the FFT convolution in the Chernoff bound (per cell; the
+#: convolved sequences each sum to 1, so the rounding of any entry is ~ log2(N) * 1e-16).
+_FFT_SLACK = 1e-11
+#: Up to this many cells, the TV bound's sup over sets of cells is taken over every set.
+_SUBSET_CELLS = 12
+#: Steps of the sup over the mass ``t`` put outside the support in the TV bound.
+_TV_T_STEPS = 8
+
+
+def _miss_threshold(df: int, alpha: float, n: int) -> float:
+    """``x`` with the slack of `_X_RELATIVE_SLACK`: the test rejects every draw whose
+    ``n KL(P̂ ‖ P)`` (as computed exactly) reaches it."""
+    x = _critical(df, alpha) / 2
+    return x * (1 + _X_RELATIVE_SLACK) + _X_ABSOLUTE_SLACK_PER_SAMPLE * n
+
+
+def _deviance(o: np.ndarray, e: float | np.ndarray) -> np.ndarray:
+    """``o ln(o / e) - o + e >= 0``: a cell's share of ``n KL(P̂ ‖ P)`` with ``o`` draws and ``e``
+    expected (the shares of the cells add up to ``n KL`` because ``Σ o = Σ e = n``). Written as
+    ``o log1p(d / e) - d``, ``d = o - e``, which keeps its rounding near ``|d| 1e-16``."""
+    o = np.asarray(o, dtype=np.float64)
+    d = o - e
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(o > 0, o * np.log1p(d / e) - d, e + 0 * o)
+
+
+def _deviance1(o: int, e: float) -> float:
+    """`_deviance` of one count (the same formula, in Python floats)."""
+    if o <= 0:
+        return e
+    d = o - e
+    return o * math.log1p(d / e) - d
+
+
+def _miss_range(e: float, x: float) -> tuple[int, int]:
+    """The integers ``o >= 0`` with ``_deviance(o, e) < x`` lie in ``[lo, hi]`` (padded by one;
+    empty when ``lo > hi``). The deviance is convex in ``o`` with its minimum 0 at ``e``."""
+    top = math.ceil(e + 2 * math.sqrt(x * e) + 2 * x) + 1  # (o - e)² / (2 o) >= x there
+    mid_lo, mid_hi = math.floor(e), math.ceil(e)
+    if _deviance1(0, e) < x:
+        lo = 0
+    else:  # largest o <= e with deviance >= x, plus one
+        a, b = 0, mid_lo
+        while b - a > 1:
+            c = (a + b) // 2
+            a, b = (c, b) if _deviance1(c, e) >= x else (a, c)
+        lo = b
+    a, b = mid_hi, top  # smallest o >= e with deviance >= x, minus one
+    while b - a > 1:
+        c = (a + b) // 2
+        a, b = (a, c) if _deviance1(c, e) >= x else (c, b)
+    return max(0, lo - 1), b
+
+
+def _binary_statistic(n: int, m: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """``n kl(m / n ‖ pi)`` for counts ``m`` of a set of reference mass ``pi``."""
+    return np.asarray(_deviance(m, n * pi) + _deviance(n - m, n * (1 - pi)))
+
+
+def _kl_root(pi: np.ndarray, level: float, upper: bool) -> np.ndarray:
+    """The ``a`` above (``upper``) or below ``pi`` with ``kl(a ‖ pi) = level``, by Newton's
+    method from Pinsker's bound ``|a - pi| <= sqrt(level / 2)`` (monotone: the function is convex
+    and the start lies beyond the root); a guess, checked on the integers by `_cuts`."""
+    step = math.sqrt(level / 2)
+    a = np.clip(pi + step if upper else pi - step, 1e-15, 1 - 1e-15)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for _ in range(6):
+            value = special.xlogy(a, a / pi) + special.xlogy(1 - a, (1 - a) / (1 - pi)) - level
+            slope = np.log(a / pi) - np.log((1 - a) / (1 - pi))
+            a = np.clip(a - np.where(slope != 0, value / slope, 0.0), 1e-15, 1 - 1e-15)
+    return np.asarray(a)
+
+
+def _upper_cut(n: int, pi: np.ndarray, x: float) -> np.ndarray:
+    """For each ``pi``: the smallest ``m_hi >= n pi`` with ``n kl(m / n ‖ pi) >= x`` (``n + 1``
+    when there is none). ``n kl`` is convex in ``m`` with its minimum at ``n pi``, so every
+    ``m >= m_hi`` reaches ``x``: by the data-processing inequality the audit rejects such a
+    count of draws in a set of cells of reference mass ``pi``, whatever the other cells hold.
+    Found by bisection on the integers in a bracket around Newton's guess (widened to the whole
+    side where the guess is off), so every returned cut is checked exactly."""
+    pi = np.asarray(pi, dtype=np.float64)
+    first_hi = np.ceil(n * pi).astype(np.int64)  # the smallest count on the upper side
+    # a below the crossing (or the centre), b at or above it
+    guess = np.ceil(n * _kl_root(pi, x / n, upper=True)).astype(np.int64)
+    a = np.maximum(first_hi - 1, np.minimum(guess - 2, n))
+    a = np.where((a >= first_hi) & (_binary_statistic(n, a, pi) >= x), first_hi - 1, a)
+    b = np.clip(guess + 2, first_hi, n)
+    b = np.where(_binary_statistic(n, b, pi) >= x, b, n)
+    has_hi = _binary_statistic(n, b, pi) >= x
+    a = np.minimum(a, b - 1)
+    while True:
+        gap = (b - a) > 1
+        if not gap.any():
+            break
+        c = (a + b) // 2
+        hit = _binary_statistic(n, c, pi) >= x
+        a = np.where(gap & ~hit, c, a)
+        b = np.where(gap & hit, c, b)
+    return np.where(has_hi, b, n + 1)
+
+
+def _lower_cut(n: int, pi: np.ndarray, x: float) -> np.ndarray:
+    """For each ``pi``: the largest ``m_lo <= n pi`` with ``n kl(m / n ‖ pi) >= x`` (``-1`` when
+    there is none): `_upper_cut` mirrored."""
+    pi = np.asarray(pi, dtype=np.float64)
+    last_lo = np.floor(n * pi).astype(np.int64)
+    # a at or below the crossing, b above it (or the centre)
+    guess = np.floor(n * _kl_root(pi, x / n, upper=False)).astype(np.int64)
+    b = np.minimum(last_lo + 1, np.maximum(guess + 2, 0))
+    b = np.where((b <= last_lo) & (_binary_statistic(n, b, pi) >= x), last_lo + 1, b)
+    a = np.clip(guess - 2, 0, last_lo)
+    a = np.where(_binary_statistic(n, a, pi) >= x, a, 0)
+    has_lo = _binary_statistic(n, a, pi) >= x
+    b = np.maximum(b, a + 1)
+    while True:
+        gap = (b - a) > 1
+        if not gap.any():
+            break
+        c = (a + b) // 2
+        hit = _binary_statistic(n, c, pi) >= x
+        a = np.where(gap & hit, c, a)
+        b = np.where(gap & ~hit, c, b)
+    return np.where(has_lo, a, -1)
+
+
+def _last_two_miss(r: np.ndarray, room: np.ndarray, e_a: float, e_b: float, share: float
+                   ) -> np.ndarray:
+    """For each state: ``P[dev(O, e_a) + dev(r - O, e_b) < room]`` with ``O ~ Bin(r, share)``.
+
+    The sum of the two deviances is convex in ``O``, so the counts that miss form an interval
+    around the minimiser ``r e_a / (e_a + e_b)``, found by bisection on each side."""
+    def h(o: np.ndarray) -> np.ndarray:
+        return np.asarray(_deviance(o, e_a) + _deviance(r - o, e_b))
+
+    centre = np.clip(np.round(r * e_a / (e_a + e_b)).astype(np.int64), 0, r)
+    inside = h(centre) < room
+    # largest o in [centre, r] with h(o) < room
+    a, b = centre.copy(), r + 1
+    while True:
+        gap = (b - a) > 1
+        if not gap.any():
+            break
+        c = (a + b) // 2
+        hit = h(np.minimum(c, r)) < room
+        a = np.where(gap & hit, c, a)
+        b = np.where(gap & ~hit, c, b)
+    upper = a
+    # smallest o in [0, centre] with h(o) < room
+    a, b = np.full(r.shape, -1, dtype=np.int64), centre.copy()
+    while True:
+        gap = (b - a) > 1
+        if not gap.any():
+            break
+        c = (a + b) // 2
+        hit = h(np.maximum(c, 0)) < room
+        a = np.where(gap & ~hit, c, a)
+        b = np.where(gap & hit, c, b)
+    lower = b
+    probability = stats.binom.cdf(upper, r, share) - stats.binom.cdf(lower - 1, r, share)
+    return np.where(inside, np.clip(probability, 0.0, 1.0), 0.0)
+
+
+def _miss_enumerated(n: int, p: Sequence[float], q: Sequence[float], x: float,
+                     limit: int = _ENUMERATION_LIMIT) -> float | None:
+    """``P_q[n KL(P̂ ‖ p) < x]`` exactly (None when more than ``limit`` partial count vectors
+    would be needed).
+
+    Each cell's deviance is ``>= 0``, so a count vector that misses has every partial sum below
+    ``x``. The cells are taken least likely first: the count vectors of all but the two most
+    likely cells are enumerated, dropping those that already reach ``x`` or cannot be completed
+    to ``n`` draws; given one of them, the two last cells share the ``r`` remaining draws
+    binomially, and the counts that miss form an interval (the sum of their two deviances is
+    convex), so their probability is a difference of two binomial distribution functions.
+    """
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    es = [n * p[i] for i in order]
+    qs = [q[i] for i in order]
+    ranges = [(0, 0) if qi == 0 else _miss_range(e, x) for e, qi in zip(es, qs, strict=True)]
+    rest_lo = np.cumsum([r[0] for r in ranges][::-1])[::-1].tolist() + [0]
+    rest_hi = np.cumsum([r[1] for r in ranges][::-1])[::-1].tolist() + [0]
+    m = np.zeros(1, dtype=np.int64)
+    s = np.zeros(1)
+    w = np.zeros(1)
+    for i in range(len(es) - 2):
+        o = np.arange(ranges[i][0], ranges[i][1] + 1, dtype=np.int64)
+        f = _deviance(o, es[i])
+        keep = f < x
+        o, f = o[keep], f[keep]
+        if m.size * o.size > limit:
+            return None
+        lw = special.xlogy(o, qs[i]) - special.gammaln(o + 1)
+        big_m = (m[:, None] + o[None, :]).ravel()
+        big_s = (s[:, None] + f[None, :]).ravel()
+        big_w = (w[:, None] + lw[None, :]).ravel()
+        ok = (big_s < x) & (big_m + rest_lo[i + 1] <= n) & (big_m + rest_hi[i + 1] >= n)
+        m, s, w = big_m[ok], big_s[ok], big_w[ok]
+        if m.size == 0:
+            return 0.0
+    q_two = qs[-2] + qs[-1]
+    share = qs[-2] / q_two if q_two > 0 else 0.5
+    r = n - m
+    log_weight = (w + special.gammaln(n + 1) - special.gammaln(r + 1)
+                  + special.xlogy(r, q_two))
+    inner = _last_two_miss(r, x - s, es[-2], es[-1], share)
+    return min(1.0, float((np.exp(log_weight) * inner).sum()))
+
+
+def _miss_chernoff(n: int, p: Sequence[float], q: Sequence[float], x: float) -> float:
+    """An upper bound on ``P_q[n KL(P̂ ‖ p) < x]``: ``min over θ >= 0`` of
+    ``e^{θ x} E_q[e^{-θ n KL} ; every cell's deviance < x]`` (Markov's inequality), with the
+    expectation of the multinomial computed exactly as a coefficient of a product of generating
+    functions (module docstring, step 3)."""
+    lam_total = float(n)
+    cells: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for pi, qi in zip(p, q, strict=True):
+        e = n * pi
+        lo, hi = (0, 0) if qi == 0 else _miss_range(e, x)
+        o = np.arange(lo, hi + 1, dtype=np.int64)
+        f = _deviance(o, e)
+        keep = f < x
+        o, f = o[keep], f[keep]
+        if o.size == 0:
+            return 0.0  # this cell alone reaches x: every draw is rejected
+        lam = n * qi
+        logpmf = stats.poisson.logpmf(o, lam) if lam > 0 else np.zeros(o.size)
+        cells.append((o, f, logpmf))
+    width = sum(int(c[0][-1] - c[0][0]) + 1 for c in cells)
+    size = 1 << max(6, math.ceil(math.log2(min(width + 1, 16 * math.sqrt(n) + 128))))
+    log_norm = float(stats.poisson.logpmf(n, lam_total))
+    slack = _FFT_SLACK * len(cells)
+
+    def log_bounds(thetas: np.ndarray) -> np.ndarray:
+        """The log of the bound at each ``θ`` (one row of the batch per ``θ``)."""
+        total = thetas * x - log_norm
+        spectrum = np.ones((thetas.size, size // 2 + 1), dtype=np.complex128)
+        for o, f, logpmf in cells:
+            la = logpmf[None, :] - thetas[:, None] * f[None, :]
+            top = la.max(axis=1)
+            a = np.exp(la - top[:, None])
+            mass = a.sum(axis=1)
+            total = total + top + np.log(mass)
+            start = int(o[0]) - int(o[0]) % size  # fold the counts modulo size
+            padded = np.zeros((thetas.size, -(-(int(o[-1]) + 1 - start) // size) * size))
+            padded[:, int(o[0]) - start:int(o[-1]) + 1 - start] = a / mass[:, None]
+            folded = padded.reshape(thetas.size, -1, size).sum(axis=1)
+            spectrum *= np.fft.rfft(folded, axis=1)
+        coefficient = np.fft.irfft(spectrum, size, axis=1)[:, n % size]
+        return np.asarray(total + np.log(np.maximum(coefficient, 0.0) + slack))
+
+    # the log of the bound is convex in θ: a coarse grid, then a finer one around its minimum
+    # (every θ gives a valid bound; the grids only decide how close to the best one it is)
+    grid = np.geomspace(1e-3, 20.0, 13)
+    best = 0.0  # θ = 0: the bound 1
+    for _ in range(2):
+        values = log_bounds(grid)
+        i = int(np.argmin(values))
+        best = min(best, float(values[i]))
+        grid = np.linspace(grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)], 13)
+    return min(1.0, math.exp(best))
+
+
+def _miss_binary(n: int, p: Sequence[float], q: Sequence[float], x: float) -> float:
+    """An upper bound on ``P_q[n KL(P̂ ‖ p) < x]`` from two-set coarsenings: for the sets of
+    cells of largest ``q / p`` (``k - 1`` nested sets), the exact binomial probability that the
+    count of draws in the set does not reach ``x`` on its own (`_upper_cut`); the smallest."""
+    order = sorted(range(len(p)), key=lambda i: -q[i] / p[i])
+    pis = np.cumsum([p[i] for i in order])[:-1]
+    bs = np.minimum(np.cumsum([q[i] for i in order])[:-1], 1.0)
+    m_lo, m_hi = _lower_cut(n, pis, x), _upper_cut(n, pis, x)
+    below = stats.binom.cdf(m_hi - 1, n, bs) - stats.binom.cdf(m_lo, n, bs)
+    above = stats.binom.sf(m_lo, n, bs) - stats.binom.sf(m_hi - 1, n, bs)
+    miss = np.where(n * bs >= (m_lo + m_hi) / 2, below, above)
+    return float(np.clip(miss, 0.0, 1.0).min())
+
+
+def _miss_inside(n: int, p: Sequence[float], q: Sequence[float], x: float) -> float:
+    """``P_q[n KL(P̂ ‖ p) < x]`` (``q`` a law on the cells): exact when affordable, else the
+    smaller of the Chernoff and the binary upper bounds."""
+    exact = _miss_enumerated(n, p, q, x)
+    if exact is not None:
+        return exact
+    return min(_miss_binary(n, p, q, x), _miss_chernoff(n, p, q, x))
+
+
+def _tv_inside_miss(n: int, delta: float, probs: Sequence[float], x: float) -> float:
+    """An upper bound on ``P_q[n KL(P̂ ‖ p) < x]`` over every law ``q`` on the cells (of
+    reference probabilities ``probs``) at TV ``>= delta`` (module docstring, step 3): the sup
+    over ``π = P(A)`` of ``P[Bin(n, π + delta) <= m_hi(π) - 1]`` (`_upper_cut`), ``A`` a set of
+    cells with ``P(A) <= 1 - delta``.
+
+    With at most `_SUBSET_CELLS` cells the sup is a maximum over the masses of the sets, taken
+    exactly. Otherwise it is taken over the interval ``[min P, 1 - max(delta, min P)]`` of ``π``,
+    by branch and bound. On an interval ``[a, b]`` of ``π`` the miss is at most
+    ``P[Bin(n, a + delta) <= m_hi(b) - 1]`` (``m_hi`` grows with ``π``, the binomial with its
+    success probability), and it is attained
+    at ``π = a`` when ``m_hi(a) = m_hi(b)``. An interval is split in four while its bound
+    exceeds the largest value attained by more than 1 % and ``m_hi`` rises by more than one
+    count across it; so the result, the largest interval bound, exceeds the sup by at most 1 %
+    or one binomial probability term.
+    """
+    if delta <= 0:
+        return 1.0
+    if len(probs) <= _SUBSET_CELLS:
+        members = (np.arange(1, 2 ** len(probs) - 1)[:, None] >> np.arange(len(probs))) & 1
+        pis = np.unique(members @ np.asarray(probs, dtype=np.float64))
+        pis = pis[pis <= 1 - delta]
+        if pis.size == 0:
+            return 0.0  # no law on the cells is that far from the reference
+        cut = _upper_cut(n, pis, x)
+        return float(special.bdtr(cut - 1, n, np.minimum(pis + delta, 1.0)).max())
+    p_min = min(probs)
+    lo, hi = p_min, 1 - max(delta, p_min)
+    if lo > hi:
+        return 0.0  # no law on the cells is that far from the reference
+    edges = np.linspace(lo, hi, 33)
+    a, b = edges[:-1], edges[1:]
+    cut_a, cut_b = _upper_cut(n, a, x), _upper_cut(n, b, x)
+    settled = 0.0
+    for _ in range(40):  # every interval bound is valid: stopping early is only looser
+        success = np.minimum(a + delta, 1.0)
+        upper = special.bdtr(cut_b - 1, n, success)  # >= the miss at every π in [a, b]
+        attained = float(special.bdtr(cut_a - 1, n, success).max())  # the miss at π = a
+        split = (upper > attained * (1 + 1e-2)) & (cut_b - cut_a > 1)
+        if not split.any():
+            return max(settled, float(upper.max()))
+        settled = max(settled, float(upper[~split].max(initial=0.0)))
+        a, b, cut_a, cut_b = a[split], b[split], cut_a[split], cut_b[split]
+        inner = a[:, None] + (b - a)[:, None] * np.array([0.25, 0.5, 0.75])[None, :]
+        cut_inner = _upper_cut(n, inner.ravel(), x).reshape(inner.shape)
+        a = np.concatenate([a[:, None], inner], axis=1).ravel()
+        b = np.concatenate([inner, b[:, None]], axis=1).ravel()
+        cut_a = np.concatenate([cut_a[:, None], cut_inner], axis=1).ravel()
+        cut_b = np.concatenate([cut_inner, cut_b[:, None]], axis=1).ravel()
+    upper = special.bdtr(cut_b - 1, n, np.minimum(a + delta, 1.0))
+    return max(settled, float(upper.max()))
+
+
+def _law_power(pooling: Pooling, n: int, alpha: float, law: LawLike) -> float:
+    _check_law(law, "alternative law")
+    q, outside = pooling.cell_masses(law)
+    mass = math.fsum(q)
+    if outside >= 1 or mass <= 0:
+        return 1.0  # every draw is outside the support
+    if pooling.df <= 0:  # one cell: only impossible outcomes can reject
+        return -math.expm1(n * math.log1p(-outside))
+    inside = [qg / mass for qg in q]  # the law of a draw given that it falls in the support
+    miss = _miss_inside(n, pooling.probs, inside, _miss_threshold(pooling.df, alpha, n))
+    return 1.0 - math.exp(n * math.log1p(-outside)) * miss  # no draw outside, and G misses
+
+
+def _tv_power(pooling: Pooling, n: int, alpha: float, epsilon: float) -> float:
+    delta0 = epsilon - pooling.hidden_mass
+    if delta0 <= 0:
+        return 0.0
+    if pooling.df <= 0:  # one cell: only impossible outcomes can reject
+        return -math.expm1(n * math.log1p(-delta0)) if delta0 < 1 else 1.0
+    x = _miss_threshold(pooling.df, alpha, n)
+    m0 = _tv_inside_miss(n, delta0, pooling.probs, x)
+    top = delta0 if m0 <= 0 else min(delta0, -math.log(m0) / n)
+    ts = np.linspace(0.0, top, _TV_T_STEPS + 1)
+    miss = math.exp(n * math.log1p(-top)) if top < 1 else 0.0  # t >= top
+    reach = math.sqrt(x / (2 * n))  # Pinsker: m_hi(π) <= n (π + reach) + 1
+    for t_a, t_b in itertools.pairwise(ts):
+        factor = math.exp(n * math.log1p(-float(t_a)))
+        delta = delta0 - float(t_b)
+        # M(delta) <= P[Bin(n, π + delta) < n (π + reach)] <= exp(-2 n (delta - reach)²)
+        # (Hoeffding) for every π <= 1 - delta: a second bound, and the step is skipped when it
+        # cannot raise the miss
+        hoeffding = math.exp(-2 * n * (delta - reach) ** 2) if delta > reach else 1.0
+        if factor * hoeffding > miss:
+            inside = min(hoeffding, _tv_inside_miss(n, delta, pooling.probs, x))
+            miss = max(miss, factor * inside)
+    return 1.0 - miss
 
 
 def _power(pooling: Pooling, n: int, alpha: float, alternative: Alternative) -> float:
-    crit = _critical(pooling.df, alpha)
+    """The stated power: a lower bound on the probability that the audit of ``n`` draws rejects
+    under the alternative (exact for a wrong law when affordable; module docstring, step 3)."""
     if alternative.law is not None:
-        alt = _check_law(alternative.law, "alternative law")
-        index = {o: i for i, c in enumerate(pooling.cells) for o in c}
-        q = [0.0] * len(pooling.cells)
-        outside = 0.0
-        for o, p in alt.items():
-            if o in index:
-                q[index[o]] += p
-            else:
-                outside += p
-        lam = n * math.fsum((qg - pg) ** 2 / pg for qg, pg in zip(q, pooling.probs, strict=True))
-        return max(_chi2_power(pooling.df, lam, crit), -math.expm1(n * math.log1p(-outside))
-                   if outside < 1 else 1.0)
-    eps = float(alternative.epsilon or 0.0)
-    hidden = pooling.hidden_mass
-
-    def outside_power(t: float) -> float:
-        return -math.expm1(n * math.log1p(-t)) if t < 1 else 1.0
-
-    if pooling.df <= 0:  # no chi-square part: only impossible outcomes can reject
-        return outside_power(max(0.0, eps - hidden))
-
-    def inside_power(t: float) -> float:
-        return _chi2_power(pooling.df, n * max(0.0, 2 * eps - t - 2 * hidden) ** 2, crit)
-
-    # outside_power increases and inside_power decreases in t: the minimum of the max is at the
-    # crossing (or at an end point).
-    if outside_power(0.0) >= inside_power(0.0):
-        return outside_power(0.0)
-    if inside_power(eps) >= outside_power(eps):
-        return inside_power(eps)
-    t_star = optimize.brentq(lambda t: outside_power(t) - inside_power(t), 0.0, eps,
-                             xtol=1e-14, rtol=1e-12)
-    return max(outside_power(t_star), inside_power(t_star))
+        return _law_power(pooling, n, alpha, alternative.law)
+    return _tv_power(pooling, n, alpha, float(alternative.epsilon or 0.0))
 
 
 def achieved_power(reference_law: LawLike, alternative: Alternative, n_samples: int, *,
@@ -311,7 +717,7 @@ def achieved_power(reference_law: LawLike, alternative: Alternative, n_samples: 
 
     >>> law = {(0,): 0.5, (1,): 0.5}
     >>> round(achieved_power(law, Alternative.tv(0.1), 1000, alpha=1e-6), 3)
-    0.635
+    0.66
     """
     _check_alpha(alpha)
     return _power(pool_cells(reference_law, n_samples, min_expected), n_samples, alpha,
@@ -655,14 +1061,36 @@ def rejection_rate(true_law: LawLike, reference_law: LawLike, n_samples: int, re
     for j, o in enumerate(outcomes):
         to_cell[j, index.get(o, len(pooling.cells))] = 1.0
     cell_counts = draws @ to_cell  # (repeats, cells + 1); the last column: impossible outcomes
-    expected = n_samples * np.array(pooling.probs)
-    inside = cell_counts[:, :-1]
+    return float(rejects(cell_counts, pooling, alpha=alpha).mean())
+
+
+def rejects(counts: np.ndarray, pooling: Pooling, *, alpha: float = POLICY_ALPHA) -> np.ndarray:
+    """The decision of `audit_counts` on many samples at once, given by their counts per cell.
+
+    ``counts`` has one row per sample: the number of draws in each cell of ``pooling`` (in its
+    order), then the number of draws outside the reference support (last column); the sample
+    size is the row's sum. A row is rejected when it has a draw outside the support or when
+    ``G = 2 Σ O ln(O / E)`` over the cells reaches the threshold of ``alpha``
+    (`rejection_rate` simulates with it; the power tests draw the pooled counts directly).
+
+    >>> pooling = pool_cells({"a": 0.5, "b": 0.5}, 100)
+    >>> rejects(np.array([[50, 50, 0], [20, 80, 0], [50, 49, 1]]), pooling, alpha=1e-3).tolist()
+    [False, True, True]
+    """
+    _check_alpha(alpha)
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.ndim != 2 or counts.shape[1] != len(pooling.cells) + 1:
+        raise InvalidAuditError(f"counts must have one row per sample and {len(pooling.cells) + 1} "
+                                f"columns (the cells, then the draws outside the support), got "
+                                f"shape {counts.shape}")
+    n = counts.sum(axis=1, keepdims=True)
+    inside = counts[:, :-1]
+    expected = n * np.array(pooling.probs)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(inside > 0, inside * np.log(inside / expected), 0.0)
     statistic = 2.0 * terms.sum(axis=1)
     crit = _critical(pooling.df, alpha)
-    rejected = (cell_counts[:, -1] > 0) | (statistic >= crit)
-    return float(rejected.mean())
+    return np.asarray((counts[:, -1] > 0) | (statistic >= crit))
 
 
 def laws_tv(p: LawLike, q: LawLike) -> float:
