@@ -19,10 +19,10 @@ import dsi_ref.audit.typical as typical_audit
 import dsi_ref.decoders.typical as typical_rule
 from dsi_ref.audit.laws import target_distribution
 from dsi_ref.audit.registry import DECODERS
-from dsi_ref.audit.schedulers import DSI_CLAIMS
 from dsi_ref.audit.suite import default_suite
 from dsi_ref.audit.typical import typical_acceptance_report, typical_acceptance_tv
 from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.claims import CLAIMS
 from dsi_ref.decoders.typical import TYPICAL_CORRECTIONS, TypicalAcceptance, typical_threshold
 from dsi_ref.decoders.verification import RULES, VERIFY_RULES, Decision, argmax
 
@@ -86,7 +86,8 @@ def test_bad_arguments() -> None:
 
 
 def test_never_registered_as_lossless() -> None:
-    assert not any("typical" in name for name in (*VERIFY_RULES, *RULES, *DSI_CLAIMS))
+    assert not any("typical" in name for name in (*VERIFY_RULES, *RULES))
+    assert all(c.verdict == "lossy" for c in CLAIMS if "typical" in c.rule)
     for spec in DECODERS.values():
         for variant in spec.variants:
             assert not isinstance(variant.kwargs.get("verify"), TypicalAcceptance)

@@ -9,19 +9,28 @@ from weakest to strongest adversary (docs/design.md):
   decoder's canonical order. The checker enumerates *every* such table over the decision points
   the runs reach (`oblivious_schedules`), not only the two uniform rules "first" and "last"
   (ranks all 0, ranks all ``n − 1``), which are two of them.
-* ``random`` — latencies drawn independently of content (pass a `Latency` with distributions);
-  ties broken by a fixed rule. The latency draws are probabilistic choices of the exact checker.
-* ``adaptive`` (history-adaptive) — every tie and every queue choice may depend on the whole
-  history delivered so far: committed tokens, delivered drafts, timings. The exact checker
-  quantifies over every resolution of every ``choose`` (witness: the shortest path).
+* ``random`` — latencies drawn from a law independently of content (every forward's cost an
+  independent draw from the `Latency` passed), and ties at equal times broken by a rule fixed in
+  advance that sees no content: any rank table, as for ``oblivious``. The checker takes the
+  latency draws as probabilistic choices and enumerates every rank table the runs reach. It
+  checks the latency law it is given; a claim that a decoder is lossless under ``random``
+  quantifies over *every* law (of finite support), which no finite check covers: the registry's
+  attack search (`dsi_ref.claims.attack`) draws laws with 1–3 support points for the drafter
+  and the target. A law with one support point is a constant, so ``random`` contains
+  ``oblivious``.
+* ``adaptive`` (history-adaptive) — under the latency law given (constant or random), every tie
+  and every queue choice may depend on the whole history delivered so far: committed tokens,
+  delivered drafts, timings. The exact checker quantifies over every resolution of every
+  ``choose`` (witness: the shortest path).
 * ``content-aware`` — additionally sees the content of forwards still in flight (a draft
   token before it is delivered): DSI samples drafts when their forward starts
   (``sample_drafts_at="start"``) and the checker quantifies as for ``adaptive``.
 
 `check_scheduler_class` returns a `ClassVerdict`: lossless, or the shortest witness;
-`minimal_witness` also minimises the budget (the smallest ``max_new_tokens`` that is lossy), and
-`DSI_CLAIMS` states, per verification rule, the classes DSI is claimed lossless under (the audit's
-``schedulers`` section checks the claim both ways; docs/dsi-walkthrough.md explains it).
+`minimal_witness` also minimises the budget (the smallest ``max_new_tokens`` that is lossy). The
+classes DSI is claimed lossless under, per verification rule, are rows of the claims registry
+(`dsi_ref.claims.registry`; the audit's ``schedulers`` section checks them both ways, the attack
+search tries to refute them, docs/dsi-walkthrough.md explains them).
 """
 
 from __future__ import annotations
@@ -37,11 +46,11 @@ from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Key
 from ..decoders.dsi import dsi
-from ..decoders.verification import VERIFY_RULES, VerifyRule, as_rule
+from ..decoders.verification import as_rule
 from .exact import Witness, exact_distribution
 from .laws import LosslessReport, compare_laws, target_distribution
 
-__all__ = ["DSI_CLAIMS", "SCHEDULER_CLASSES", "ClassVerdict", "ObliviousSchedule",
+__all__ = ["SCHEDULER_CLASSES", "ClassVerdict", "ObliviousSchedule",
            "SchedulerClass", "check_scheduler_class", "default_random_latency",
            "minimal_witness", "oblivious_schedules", "witness_summary"]
 
@@ -49,19 +58,6 @@ SchedulerClass = Literal["oblivious", "random", "adaptive", "content-aware"]
 SCHEDULER_CLASSES: tuple[SchedulerClass, ...] = ("oblivious", "random", "adaptive",
                                                  "content-aware")
 
-#: The classes DSI is lossless under, per verification rule. A content-aware scheduler sees a
-#: draft before it is delivered and can decide whether its position is verified against the draft
-#: or gets a bonus token from p; rejection sampling's output depends on the draft (it is biased
-#: towards it), so steering by content changes the law. Exact match commits ``y ~ p`` drawn
-#: independently of the draft (and keyed like the bonus), greedy commits ``argmax p``: the draft
-#: does not influence the committed token, so no scheduler can.
-DSI_CLAIMS: dict[VerifyRule, frozenset[SchedulerClass]] = {
-    "rejection": frozenset({"oblivious", "random", "adaptive"}),
-    "exact_match": frozenset(SCHEDULER_CLASSES),
-    "greedy": frozenset(SCHEDULER_CLASSES),
-    "block": frozenset({"oblivious", "random", "adaptive"}),
-}
-assert set(DSI_CLAIMS) == set(VERIFY_RULES)
 
 
 #: The most oblivious schedules `oblivious_schedules` enumerates before it gives up.
@@ -159,15 +155,15 @@ class ClassVerdict:
     Attributes:
         scheduler_class: the class checked.
         lossless: True when every scheduler of the class gives the target law.
-        reports: the law comparison for each fixed scheduler checked (every oblivious schedule;
-            the tie rules first and last for random), or the one law shared by all schedulers
+        reports: the law comparison for each fixed scheduler checked (every oblivious rank
+            table, for oblivious and random), or the one law shared by all schedulers
             (adaptive/content-aware, when robust).
         witness: for a schedule-dependent decoder, the shortest path to a scheduler choice
             whose options lead to different laws.
         seconds: time the check took.
         max_new_tokens: the budget the verdict is about.
-        schedules: the oblivious schedules checked, in the order of ``reports`` (oblivious
-            class only; empty otherwise).
+        schedules: the rank tables checked, in the order of ``reports`` (oblivious and random;
+            empty otherwise).
     """
 
     scheduler_class: SchedulerClass
@@ -195,8 +191,10 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
     """Check ``decoder`` (default `dsi`) exactly against every scheduler of ``scheduler_class``.
 
     ``decoder_kwargs`` go to the decoder (``lookahead``, ``sp_degree``, ``latency``, ``verify``,
-    ``queue``). For ``random``, pass a ``latency`` with distributions. The reference is the
-    target's greedy sequence when ``greedy`` or when the rule is greedy.
+    ``queue``). For ``random``, pass a ``latency`` with distributions: the check covers that law
+    and every tie rank table (a claim about every law is the registry's, attacked by
+    `dsi_ref.claims.attack`). The reference is the target's greedy sequence when ``greedy`` or
+    when the rule is greedy.
 
     Raises:
         InvalidParameterError: unknown class, or ``random`` with constant latencies.
@@ -218,17 +216,12 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
 
     reference = target_distribution(target, prompt, max_new_tokens, greedy=greedy)
     start = time.perf_counter()
-    if scheduler_class == "oblivious":
+    if scheduler_class in ("oblivious", "random"):
         laws = oblivious_schedules(program)
         reports = tuple(compare_laws(law, reference) for _, law in laws)
         return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,
                             time.perf_counter() - start, max_new_tokens,
                             tuple(schedule for schedule, _ in laws))
-    if scheduler_class == "random":
-        reports = tuple(compare_laws(exact_distribution(program, scheduler=policy), reference)
-                        for policy in ("first", "last"))
-        return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,
-                            time.perf_counter() - start, max_new_tokens)
     try:
         law = exact_distribution(program, witness="shortest")
     except ScheduleDependenceError as error:

@@ -18,7 +18,6 @@ from ..audit.exact import exact_distribution
 from ..audit.laws import LosslessReport, check_lossless, compare_laws, target_distribution
 from ..audit.registry import DECODERS
 from ..audit.schedulers import (
-    DSI_CLAIMS,
     SCHEDULER_CLASSES,
     SchedulerClass,
     check_scheduler_class,
@@ -31,6 +30,7 @@ from ..audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
 from ..base.latency import Latency
 from ..base.models import LanguageModel, TableLM
 from ..base.result import Run
+from ..claims.registry import InstanceWitness, dsi_claim, dsi_claims
 from ..decoders.dsi import QUEUE_POLICIES, QueuePolicy, dsi
 from ..decoders.speculative import speculative
 from ..decoders.tree import (
@@ -202,7 +202,7 @@ SCHEDULERS_AUDIT_PAIRS = ("bigram", "zeros")
 
 def schedulers_section(*, quick: bool = False, progress: bool = True) -> Section:
     """DSI's verdict per scheduler class × verification rule (minimal witness where lossy),
-    checked against `DSI_CLAIMS` both ways."""
+    checked against the claims registry (`dsi_ref.claims.dsi_claims`) both ways."""
     section = Section("schedulers", "DSI against scheduler classes (adversaries): verdict per "
                       "class and verification rule",
                       ("class", "rule", "claimed", "verdict", "minimal witness", "s"))
@@ -226,7 +226,7 @@ def schedulers_section(*, quick: bool = False, progress: bool = True) -> Section
                            + (witness_summary(verdict.witness) if verdict.witness
                               else str(min(verdict.reports, key=lambda r: r.equal))))
                 break
-        claimed = scheduler_class in DSI_CLAIMS[rule]
+        claimed = scheduler_class in dsi_claims(rule)
         section.ok &= claimed == lossless
         section.rows.append((scheduler_class, rule, "lossless" if claimed else "lossy",
                              "lossless" if lossless else "LOSSY", witness,
@@ -307,10 +307,10 @@ def block_section(*, quick: bool = False, progress: bool = True,
     return section
 
 
-#: The classes DSI with block verification and ``block_windows="maximal"`` is lossless under
-#: (docs/dsi-semantics.md, "Block decisions"); ``"fixed"`` windows are `DSI_CLAIMS["block"]`,
-#: checked by the ``schedulers`` section.
-MAXIMAL_BLOCK_CLAIMS: frozenset[SchedulerClass] = frozenset({"oblivious", "random"})
+#: The classes DSI with block verification and ``block_windows="maximal"`` is lossless under:
+#: the claims registry's rows (docs/dsi-semantics.md, "Block decisions"); ``"fixed"`` windows
+#: are rule ``"block"``, checked by the ``schedulers`` section.
+MAXIMAL_BLOCK_CLAIMS: frozenset[SchedulerClass] = dsi_claims("block, maximal windows")
 
 
 @dataclass(frozen=True)
@@ -325,18 +325,28 @@ class DSIInstance:
     sp_degree: int
     latency: Latency
     queue: QueuePolicy
+    #: the latency law of the random class (``None``: `default_random_latency` of ``latency``).
+    random_latency: Latency | None = None
 
 
 def block_dsi_instances(quick: bool = False) -> list[DSIInstance]:
     """The ``schedulers`` section's grid (bigram and zeros, lookahead 2, SP 2, drafter cost 1,
-    queue=any), and the instance of docs/dsi-semantics.md's witness at N = 3 (``TableLM.random``
-    seeds 0 and 40, V = 3, lookahead 3, SP 3, drafter cost 1/3)."""
+    queue=any), the instance of docs/dsi-semantics.md's adaptive witness at N = 3
+    (``TableLM.random`` seeds 0 and 40, V = 3, lookahead 3, SP 3, drafter cost 1/3), and the
+    registry's witness of the random class (a context-free pair with EOS, random target cost)."""
     suite = {p.name: p for p in default_suite()}
     out = [DSIInstance(name, suite[name].target, suite[name].drafter, 2 if quick else 3, 2, 2,
                        SCHEDULERS_AUDIT_LATENCY, "any") for name in SCHEDULERS_AUDIT_PAIRS]
     out.append(DSIInstance("random(3,2) seeds 0/40", TableLM.random(3, 2, seed=0),
                            TableLM.random(3, 2, seed=40), 3, 3, 3,
                            Latency(drafter=Fraction(1, 3)), "fifo"))
+    witness = dsi_claim("block, maximal windows", "random").witness
+    assert isinstance(witness, InstanceWitness)
+    inst = witness.instance
+    target, drafter = inst.models()
+    out.append(DSIInstance("eos witness of the registry", target, drafter, inst.max_new_tokens,
+                           inst.lookahead, inst.sp_degree, Latency(drafter=inst.latency().drafter),
+                           inst.queue, inst.latency()))
     return out
 
 
@@ -356,8 +366,8 @@ def block_dsi_section(*, quick: bool = False, progress: bool = True,
         t0 = time.perf_counter()
         lossless, witness = True, "-"
         for inst in instances:
-            latency = (default_random_latency(inst.latency) if scheduler_class == "random"
-                       else inst.latency)
+            latency = (inst.random_latency or default_random_latency(inst.latency)
+                       if scheduler_class == "random" else inst.latency)
             kwargs: dict[str, Any] = {
                 "lookahead": inst.lookahead, "sp_degree": inst.sp_degree, "latency": latency,
                 "verify": "block", "block_windows": "maximal", "queue": inst.queue}
