@@ -215,15 +215,21 @@ class Pooling:
         >>> pool_cells({"a": 0.5, "b": 0.5}, 100).cell_masses({"a": 0.25, "b": 0.5, "z": 0.25})
         ((0.25, 0.5), 0.25)
         """
-        index = {o: i for i, c in enumerate(self.cells) for o in c}
-        masses = [0.0] * len(self.cells)
-        outside = 0.0
-        for o, p in _check_law(law, "law").items():
-            if o in index:
-                masses[index[o]] += p
-            else:
-                outside += p
-        return tuple(masses), outside
+        return _cell_masses(self, _check_law(law, "law"))
+
+
+def _cell_masses(pooling: Pooling, law: Mapping[Outcome, float]
+                 ) -> tuple[tuple[float, ...], float]:
+    """`Pooling.cell_masses` of a law already checked."""
+    index = {o: i for i, c in enumerate(pooling.cells) for o in c}
+    masses = [0.0] * len(pooling.cells)
+    outside = 0.0
+    for o, p in law.items():
+        if o in index:
+            masses[index[o]] += p
+        else:
+            outside += p
+    return tuple(masses), outside
 
 
 def pool_cells(reference_law: LawLike, n_samples: int, min_expected: float = 5.0) -> Pooling:
@@ -457,36 +463,49 @@ def _last_two_miss(r: np.ndarray, room: np.ndarray, e_a: float, e_b: float, shar
                    ) -> np.ndarray:
     """For each state: ``P[dev(O, e_a) + dev(r - O, e_b) < room]`` with ``O ~ Bin(r, share)``.
 
-    The sum of the two deviances is convex in ``O``, so the counts that miss form an interval
-    around the minimiser ``r e_a / (e_a + e_b)``, found by bisection on each side."""
+    The sum ``h`` of the two deviances is convex in ``O``, so the counts that miss form an
+    interval around its integer minimiser (next to ``c = r e_a / (e_a + e_b)``), found by
+    bisection on each side, in brackets guessed from ``h(o) - h(c) ~ (o - c)² / (2 r w (1 - w))``
+    (``w = e_a / (e_a + e_b)``), checked, and widened to the whole side where a guess is off."""
     def h(o: np.ndarray) -> np.ndarray:
         return np.asarray(_deviance(o, e_a) + _deviance(r - o, e_b))
 
-    centre = np.clip(np.round(r * e_a / (e_a + e_b)).astype(np.int64), 0, r)
-    inside = h(centre) < room
-    # largest o in [centre, r] with h(o) < room
-    a, b = centre.copy(), r + 1
-    while True:
-        gap = (b - a) > 1
-        if not gap.any():
-            break
-        c = (a + b) // 2
-        hit = h(np.minimum(c, r)) < room
-        a = np.where(gap & hit, c, a)
-        b = np.where(gap & ~hit, c, b)
-    upper = a
-    # smallest o in [0, centre] with h(o) < room
-    a, b = np.full(r.shape, -1, dtype=np.int64), centre.copy()
-    while True:
-        gap = (b - a) > 1
-        if not gap.any():
-            break
-        c = (a + b) // 2
-        hit = h(np.maximum(c, 0)) < room
-        a = np.where(gap & ~hit, c, a)
-        b = np.where(gap & hit, c, b)
-    lower = b
-    probability = stats.binom.cdf(upper, r, share) - stats.binom.cdf(lower - 1, r, share)
+    w = e_a / (e_a + e_b)
+    c = r * w
+    below = np.clip(np.floor(c).astype(np.int64), 0, r)
+    above = np.minimum(below + 1, r)
+    centre = np.where(h(above) < h(below), above, below)  # the integer minimiser
+    h_centre = h(centre)
+    inside = h_centre < room
+    spread = np.sqrt(2 * np.maximum(room - h_centre, 0.0) * r * w * (1 - w))
+
+    def bisect(a: np.ndarray, b: np.ndarray, a_hits: bool) -> np.ndarray:
+        """The crossing between ``a`` and ``b`` (``h < room`` holds at ``a`` if ``a_hits``, at
+        ``b`` otherwise): the last count where it holds, or the first."""
+        while True:
+            gap = (b - a) > 1
+            if not gap.any():
+                return b if not a_hits else a
+            mid = (a + b) // 2
+            hit = h(np.clip(mid, 0, r)) < room
+            move_a = hit if a_hits else ~hit
+            a = np.where(gap & move_a, mid, a)
+            b = np.where(gap & ~move_a, mid, b)
+
+    # the largest o >= centre with h(o) < room: a where it holds, b where it fails (or r + 1)
+    guess = np.clip(np.floor(c + 0.8 * spread).astype(np.int64) - 2, centre, r)
+    a = np.where(h(guess) < room, guess, centre)
+    guess = np.clip(np.ceil(c + 1.25 * spread).astype(np.int64) + 2, a + 1, r)
+    b = np.where((guess > a) & (h(guess) >= room), guess, r + 1)
+    upper = bisect(a, b, a_hits=True)
+    # the smallest o <= centre with h(o) < room: b where it holds, a where it fails (or -1)
+    guess = np.clip(np.ceil(c - 0.8 * spread).astype(np.int64) + 2, 0, centre)
+    b = np.where(h(guess) < room, guess, centre)
+    guess = np.clip(np.floor(c - 1.25 * spread).astype(np.int64) - 2, 0, b - 1)
+    a = np.where((guess < b) & (h(guess) >= room), guess, -1)
+    lower = bisect(a, b, a_hits=False)
+    before = np.where(lower > 0, special.bdtr(np.maximum(lower - 1, 0), r, share), 0.0)
+    probability = special.bdtr(upper, r, share) - before
     return np.where(inside, np.clip(probability, 0.0, 1.0), 0.0)
 
 
@@ -555,37 +574,49 @@ def _miss_chernoff(n: int, p: Sequence[float], q: Sequence[float], x: float) -> 
         logpmf = stats.poisson.logpmf(o, lam) if lam > 0 else np.zeros(o.size)
         cells.append((o, f, logpmf))
     width = sum(int(c[0][-1] - c[0][0]) + 1 for c in cells)
-    size = 1 << max(6, math.ceil(math.log2(min(width + 1, 16 * math.sqrt(n) + 128))))
+    # no aliasing when the size covers every total; else the aliased totals lie 8 standard
+    # deviations of the Poisson total away (and aliasing only adds to the bound)
+    size = 1 << max(6, math.ceil(math.log2(min(width + 1, 8 * math.sqrt(n) + 64))))
     log_norm = float(stats.poisson.logpmf(n, lam_total))
     slack = _FFT_SLACK * len(cells)
 
+    k = len(cells)
+    lengths = [c[0].size for c in cells]
+    starts = np.cumsum([0, *lengths[:-1]])
+    cell_of = np.repeat(np.arange(k), lengths)
+    o_all = np.concatenate([c[0] for c in cells])
+    f_all = np.concatenate([c[1] for c in cells])
+    logpmf_all = np.concatenate([c[2] for c in cells])
+    slot = cell_of * size + o_all % size  # each count folded modulo size, in its cell's row
+    chunk = max(1, 4_000_000 // (k * size))  # θ values per batch (memory)
+
     def log_bounds(thetas: np.ndarray) -> np.ndarray:
-        """The log of the bound at each ``θ`` (one row of the batch per ``θ``)."""
-        total = thetas * x - log_norm
-        spectrum = np.ones((thetas.size, size // 2 + 1), dtype=np.complex128)
-        for o, f, logpmf in cells:
-            la = logpmf[None, :] - thetas[:, None] * f[None, :]
-            top = la.max(axis=1)
-            a = np.exp(la - top[:, None])
-            mass = a.sum(axis=1)
-            total = total + top + np.log(mass)
-            start = int(o[0]) - int(o[0]) % size  # fold the counts modulo size
-            padded = np.zeros((thetas.size, -(-(int(o[-1]) + 1 - start) // size) * size))
-            padded[:, int(o[0]) - start:int(o[-1]) + 1 - start] = a / mass[:, None]
-            folded = padded.reshape(thetas.size, -1, size).sum(axis=1)
-            spectrum *= np.fft.rfft(folded, axis=1)
-        coefficient = np.fft.irfft(spectrum, size, axis=1)[:, n % size]
-        return np.asarray(total + np.log(np.maximum(coefficient, 0.0) + slack))
+        """The log of the bound at each ``θ``, in batches of θ values."""
+        out = []
+        for lo in range(0, thetas.size, chunk):
+            batch = thetas[lo:lo + chunk]
+            la = logpmf_all[None, :] - batch[:, None] * f_all[None, :]
+            top = np.maximum.reduceat(la, starts, axis=1)  # per cell, for the exponentials
+            a = np.exp(la - top[:, cell_of])
+            mass = np.add.reduceat(a, starts, axis=1)
+            total = batch * x - log_norm + (top + np.log(mass)).sum(axis=1)
+            rows = np.arange(batch.size)[:, None] * (k * size) + slot[None, :]
+            folded = np.bincount(rows.ravel(), weights=(a / mass[:, cell_of]).ravel(),
+                                 minlength=batch.size * k * size).reshape(batch.size, k, size)
+            spectrum = np.fft.rfft(folded, axis=2).prod(axis=1)
+            coefficient = np.fft.irfft(spectrum, size, axis=1)[:, n % size]
+            out.append(total + np.log(np.maximum(coefficient, 0.0) + slack))
+        return np.concatenate(out)
 
     # the log of the bound is convex in θ: a coarse grid, then a finer one around its minimum
     # (every θ gives a valid bound; the grids only decide how close to the best one it is)
-    grid = np.geomspace(1e-3, 20.0, 13)
+    grid = np.geomspace(1e-3, 20.0, 11)
     best = 0.0  # θ = 0: the bound 1
     for _ in range(2):
         values = log_bounds(grid)
         i = int(np.argmin(values))
         best = min(best, float(values[i]))
-        grid = np.linspace(grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)], 13)
+        grid = np.linspace(grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)], 9)
     return min(1.0, math.exp(best))
 
 
@@ -597,19 +628,28 @@ def _miss_binary(n: int, p: Sequence[float], q: Sequence[float], x: float) -> fl
     pis = np.cumsum([p[i] for i in order])[:-1]
     bs = np.minimum(np.cumsum([q[i] for i in order])[:-1], 1.0)
     m_lo, m_hi = _lower_cut(n, pis, x), _upper_cut(n, pis, x)
-    below = stats.binom.cdf(m_hi - 1, n, bs) - stats.binom.cdf(m_lo, n, bs)
-    above = stats.binom.sf(m_lo, n, bs) - stats.binom.sf(m_hi - 1, n, bs)
+    cdf_lo = np.where(m_lo >= 0, special.bdtr(np.maximum(m_lo, 0), n, bs), 0.0)
+    # P[m_lo < B < m_hi], from whichever tail keeps the difference of small numbers
+    below = special.bdtr(m_hi - 1, n, bs) - cdf_lo
+    above = special.bdtrc(m_lo, n, bs) - special.bdtrc(m_hi - 1, n, bs)
     miss = np.where(n * bs >= (m_lo + m_hi) / 2, below, above)
     return float(np.clip(miss, 0.0, 1.0).min())
 
 
-def _miss_inside(n: int, p: Sequence[float], q: Sequence[float], x: float) -> float:
-    """``P_q[n KL(P̂ ‖ p) < x]`` (``q`` a law on the cells): exact when affordable, else the
-    smaller of the Chernoff and the binary upper bounds."""
+def _miss_inside(n: int, p: Sequence[float], q: Sequence[float], x: float,
+                 done: Callable[[float], bool] | None = None) -> float:
+    """An upper bound on ``P_q[n KL(P̂ ‖ p) < x]`` (``q`` a law on the cells): the smallest of
+    the binary bound, the exact value when affordable, else the Chernoff bound.
+
+    With ``done``, the first of them (cheapest first) for which ``done`` holds is returned:
+    `required_samples` only asks whether the power reaches its target, and the smallest bound
+    reaches it exactly when one of them does.
+    """
+    best = _miss_binary(n, p, q, x)
+    if done is not None and done(best):
+        return best
     exact = _miss_enumerated(n, p, q, x)
-    if exact is not None:
-        return exact
-    return min(_miss_binary(n, p, q, x), _miss_chernoff(n, p, q, x))
+    return min(best, exact if exact is not None else _miss_chernoff(n, p, q, x))
 
 
 def _tv_inside_miss(n: int, delta: float, probs: Sequence[float], x: float) -> float:
@@ -665,20 +705,27 @@ def _tv_inside_miss(n: int, delta: float, probs: Sequence[float], x: float) -> f
     return max(settled, float(upper.max()))
 
 
-def _law_power(pooling: Pooling, n: int, alpha: float, law: LawLike) -> float:
-    _check_law(law, "alternative law")
-    q, outside = pooling.cell_masses(law)
+def _law_power(pooling: Pooling, n: int, alpha: float, law: LawLike,
+               need: float | None = None) -> float:
+    q, outside = _cell_masses(pooling, _check_law(law, "alternative law"))
     mass = math.fsum(q)
     if outside >= 1 or mass <= 0:
         return 1.0  # every draw is outside the support
     if pooling.df <= 0:  # one cell: only impossible outcomes can reject
         return -math.expm1(n * math.log1p(-outside))
     inside = [qg / mass for qg in q]  # the law of a draw given that it falls in the support
-    miss = _miss_inside(n, pooling.probs, inside, _miss_threshold(pooling.df, alpha, n))
-    return 1.0 - math.exp(n * math.log1p(-outside)) * miss  # no draw outside, and G misses
+    no_outside = math.exp(n * math.log1p(-outside))
+
+    def power(miss: float) -> float:
+        return 1.0 - no_outside * miss  # no draw outside, and G misses
+
+    done = None if need is None else (lambda miss: power(miss) >= need)
+    return power(_miss_inside(n, pooling.probs, inside, _miss_threshold(pooling.df, alpha, n),
+                              done))
 
 
-def _tv_power(pooling: Pooling, n: int, alpha: float, epsilon: float) -> float:
+def _tv_power(pooling: Pooling, n: int, alpha: float, epsilon: float,
+              need: float | None = None) -> float:
     delta0 = epsilon - pooling.hidden_mass
     if delta0 <= 0:
         return 0.0
@@ -700,15 +747,22 @@ def _tv_power(pooling: Pooling, n: int, alpha: float, epsilon: float) -> float:
         if factor * hoeffding > miss:
             inside = min(hoeffding, _tv_inside_miss(n, delta, pooling.probs, x))
             miss = max(miss, factor * inside)
+            if need is not None and 1.0 - miss < need:
+                break  # the miss only grows: the power is already short of what is needed
     return 1.0 - miss
 
 
-def _power(pooling: Pooling, n: int, alpha: float, alternative: Alternative) -> float:
+def _power(pooling: Pooling, n: int, alpha: float, alternative: Alternative,
+           need: float | None = None) -> float:
     """The stated power: a lower bound on the probability that the audit of ``n`` draws rejects
-    under the alternative (exact for a wrong law when affordable; module docstring, step 3)."""
+    under the alternative (exact for a wrong law when affordable; module docstring, step 3).
+
+    With ``need``, the computation may stop as soon as it knows on which side of ``need`` the
+    power lies; the value returned is then on that side (for `required_samples`).
+    """
     if alternative.law is not None:
-        return _law_power(pooling, n, alpha, alternative.law)
-    return _tv_power(pooling, n, alpha, float(alternative.epsilon or 0.0))
+        return _law_power(pooling, n, alpha, alternative.law, need)
+    return _tv_power(pooling, n, alpha, float(alternative.epsilon or 0.0), need)
 
 
 def achieved_power(reference_law: LawLike, alternative: Alternative, n_samples: int, *,
@@ -735,9 +789,9 @@ def required_samples(reference_law: LawLike, alternative: Alternative, *,
     _check_alpha(alpha)
     _check_alpha(power, "power")
 
-    def ok(n: int) -> bool:
-        return achieved_power(reference_law, alternative, n, alpha=alpha,
-                              min_expected=min_expected) >= power
+    def ok(n: int) -> bool:  # achieved_power(...) >= power, stopping once that is known
+        return _power(pool_cells(reference_law, n, min_expected), n, alpha, alternative,
+                      need=power) >= power
 
     hi = 16
     while not ok(hi):
