@@ -10,14 +10,14 @@ from weakest to strongest adversary (docs/design.md):
   the runs reach (`oblivious_schedules`), not only the two uniform rules "first" and "last"
   (ranks all 0, ranks all ``n − 1``), which are two of them.
 * ``random`` — latencies drawn from a law independently of content (every forward's cost an
-  independent draw from the `Latency` passed), and ties at equal times broken by a rule fixed in
-  advance that sees no content: any rank table, as for ``oblivious``. The checker takes the
-  latency draws as probabilistic choices and enumerates every rank table the runs reach. It
-  checks the latency law it is given; a claim that a decoder is lossless under ``random``
-  quantifies over *every* law (of finite support), which no finite check covers: the registry's
-  attack search (`dsi_ref.claims.attack`) draws laws with 1–3 support points for the drafter
-  and the target. A law with one support point is a constant, so ``random`` contains
-  ``oblivious``.
+  independent draw from the `Latency` passed), and ties at equal times broken by one of the tie
+  rules `TIE_RULES`: ``"first"`` and ``"last"`` (the canonical order, or its reverse) and
+  ``"uniform"`` (each tie broken uniformly at random, independently: a mixture of rank tables).
+  The checker takes the latency draws (and uniform ties) as probabilistic choices and checks
+  the latency law it is given under each of the three rules. A claim that a decoder is lossless
+  under ``random`` quantifies over *every* law of finite support, which no finite check covers:
+  the registry's attack search (`dsi_ref.claims.attack`) draws laws with 1–3 support points for
+  the drafter and the target, under every tie rule and (when few enough) every rank table.
 * ``adaptive`` (history-adaptive) — under the latency law given (constant or random), every tie
   and every queue choice may depend on the whole history delivered so far: committed tokens,
   delivered drafts, timings. The exact checker quantifies over every resolution of every
@@ -39,25 +39,67 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..base.errors import InvalidParameterError, PathLimitError, ScheduleDependenceError
 from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Key
+from ..base.validate import check_choice
 from ..decoders.dsi import dsi
 from ..decoders.verification import as_rule
 from .exact import Witness, exact_distribution
 from .laws import LosslessReport, compare_laws, target_distribution
 
-__all__ = ["SCHEDULER_CLASSES", "ClassVerdict", "ObliviousSchedule",
-           "SchedulerClass", "check_scheduler_class", "default_random_latency",
-           "minimal_witness", "oblivious_schedules", "witness_summary"]
+__all__ = [
+    "SCHEDULER_CLASSES",
+    "TIE_RULES",
+    "ClassVerdict",
+    "ObliviousSchedule",
+    "SchedulerClass",
+    "TieRule",
+    "check_scheduler_class",
+    "default_random_latency",
+    "minimal_witness",
+    "oblivious_schedules",
+    "tie_rule_law",
+    "witness_summary",
+]
 
 SchedulerClass = Literal["oblivious", "random", "adaptive", "content-aware"]
 SCHEDULER_CLASSES: tuple[SchedulerClass, ...] = ("oblivious", "random", "adaptive",
                                                  "content-aware")
 
+
+
+T = TypeVar("T")
+TieRule = Literal["first", "last", "uniform"]
+#: The tie rules of the ``random`` class.
+TIE_RULES: tuple[TieRule, ...] = ("first", "last", "uniform")
+
+
+class _UniformTies:
+    """``rng`` with every ``choose`` made a uniform draw (the ``"uniform"`` tie rule): the exact
+    engine takes it as a probabilistic choice, a sampler as a fair die."""
+
+    def __init__(self, rng: Any) -> None:
+        self._rng = rng
+
+    def choose(self, options: Sequence[T], key: Key = None) -> T:
+        index: int = self._rng.categorical([Fraction(1)] * len(options))
+        return options[index]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rng, name)
+
+
+def tie_rule_law(program: Callable[[Any], Any], tie_rule: TieRule, **exact_kwargs: Any
+                 ) -> dict[Any, Fraction]:
+    """The exact law of ``program(rng)`` with ties broken by ``tie_rule``."""
+    check_choice("tie_rule", tie_rule, TIE_RULES)
+    if tie_rule == "uniform":
+        return exact_distribution(lambda rng: program(_UniformTies(rng)), **exact_kwargs)
+    return exact_distribution(program, scheduler=tie_rule, **exact_kwargs)
 
 
 #: The most oblivious schedules `oblivious_schedules` enumerates before it gives up.
@@ -156,14 +198,14 @@ class ClassVerdict:
         scheduler_class: the class checked.
         lossless: True when every scheduler of the class gives the target law.
         reports: the law comparison for each fixed scheduler checked (every oblivious rank
-            table, for oblivious and random), or the one law shared by all schedulers
-            (adaptive/content-aware, when robust).
+            table; each tie rule of `TIE_RULES` for random), or the one law shared by all
+            schedulers (adaptive/content-aware, when robust).
         witness: for a schedule-dependent decoder, the shortest path to a scheduler choice
             whose options lead to different laws.
         seconds: time the check took.
         max_new_tokens: the budget the verdict is about.
-        schedules: the rank tables checked, in the order of ``reports`` (oblivious and random;
-            empty otherwise).
+        schedules: the rank tables checked, in the order of ``reports`` (oblivious only; empty
+            otherwise).
     """
 
     scheduler_class: SchedulerClass
@@ -192,7 +234,7 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
 
     ``decoder_kwargs`` go to the decoder (``lookahead``, ``sp_degree``, ``latency``, ``verify``,
     ``queue``). For ``random``, pass a ``latency`` with distributions: the check covers that law
-    and every tie rank table (a claim about every law is the registry's, attacked by
+    under each tie rule of `TIE_RULES` (a claim about every law is the registry's, attacked by
     `dsi_ref.claims.attack`). The reference is the target's greedy sequence when ``greedy`` or
     when the rule is greedy.
 
@@ -216,7 +258,12 @@ def check_scheduler_class(scheduler_class: SchedulerClass, target: LanguageModel
 
     reference = target_distribution(target, prompt, max_new_tokens, greedy=greedy)
     start = time.perf_counter()
-    if scheduler_class in ("oblivious", "random"):
+    if scheduler_class == "random":
+        reports = tuple(compare_laws(tie_rule_law(program, rule), reference)
+                        for rule in TIE_RULES)
+        return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,
+                            time.perf_counter() - start, max_new_tokens)
+    if scheduler_class == "oblivious":
         laws = oblivious_schedules(program)
         reports = tuple(compare_laws(law, reference) for _, law in laws)
         return ClassVerdict(scheduler_class, all(r.equal for r in reports), reports, None,

@@ -5,8 +5,8 @@ witness prints as Python that rebuilds it, and the check of a claim on it is exa
 classes are checked exactly as `dsi_ref.audit.schedulers` states them; on an instance:
 
 * ``oblivious`` and ``random``: the instance's latency laws (``oblivious`` needs them constant),
-  ties at equal times broken by the instance's tie rule: ``"first"``, ``"last"``, or ``"every"``
-  (every oblivious rank table the runs reach, `oblivious_schedules`);
+  ties at equal times broken by the instance's tie rule: ``"first"``, ``"last"``, ``"uniform"``,
+  or ``"every"`` (every oblivious rank table the runs reach, `oblivious_schedules`);
 * ``adaptive``: every resolution of every tie and queue choice, under the instance's latency laws;
 * ``content-aware``: as adaptive, with drafts sampled when their forward starts.
 """
@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from ..audit.exact import Witness, exact_distribution
 from ..audit.laws import compare_laws, target_distribution
-from ..audit.schedulers import SchedulerClass, oblivious_schedules
+from ..audit.schedulers import TIE_RULES as CLASS_TIE_RULES
+from ..audit.schedulers import SchedulerClass, oblivious_schedules, tie_rule_law
 from ..base.errors import InvalidParameterError, ScheduleDependenceError
 from ..base.latency import Latency
 from ..base.models import TableLM
@@ -27,10 +28,10 @@ from ..decoders.dsi import dsi
 
 __all__ = ["EVERY_TIE_LIMIT", "TIE_RULES", "Finding", "Instance", "TieRule", "check_instance"]
 
-TieRule = Literal["first", "last", "every"]
-#: The tie rules a class that fixes its ties may use: the two uniform ranks, and every
-#: oblivious rank table the runs reach.
-TIE_RULES: tuple[TieRule, ...] = ("first", "last", "every")
+TieRule = Literal["first", "last", "uniform", "every"]
+#: The tie rules the search draws: the ``random`` class's (`dsi_ref.audit.schedulers.TIE_RULES`)
+#: and ``"every"``, every oblivious rank table the runs reach.
+TIE_RULES: tuple[TieRule, ...] = (*CLASS_TIE_RULES, "every")
 #: The most oblivious schedules the ``"every"`` tie rule enumerates on one instance.
 EVERY_TIE_LIMIT = 256
 
@@ -169,8 +170,7 @@ def check_instance(scheduler_class: SchedulerClass, instance: Instance) -> Findi
         if instance.tie_rule == "every":
             laws = list(oblivious_schedules(program, max_schedules=EVERY_TIE_LIMIT))
         else:
-            laws = [(f"{instance.tie_rule!r}",
-                     exact_distribution(program, scheduler=instance.tie_rule))]
+            laws = [(f"{instance.tie_rule!r}", tie_rule_law(program, instance.tie_rule))]
         worst: tuple[Fraction, str] = (Fraction(0), "")
         for schedule, law in laws:
             report = compare_laws(law, reference)
