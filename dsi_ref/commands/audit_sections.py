@@ -19,6 +19,7 @@ from ..audit.laws import LosslessReport, check_lossless, compare_laws, target_di
 from ..audit.registry import DECODERS
 from ..audit.schedulers import (
     SCHEDULER_CLASSES,
+    ClassVerdict,
     SchedulerClass,
     check_scheduler_class,
     default_random_latency,
@@ -194,6 +195,11 @@ def dsi_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
+def _first_line(verdict: ClassVerdict) -> str:
+    """The headline (TV and outcomes) of a class verdict's worst report."""
+    return str(min(verdict.reports, key=lambda r: r.equal)).splitlines()[0]
+
+
 #: Scheduler-class audit: drafter as slow as the target, so that a draft and the frontier task
 #: finish together and the scheduler decides which is delivered first.
 SCHEDULERS_AUDIT_LATENCY = Latency(drafter=Fraction(1))
@@ -224,7 +230,7 @@ def schedulers_section(*, quick: bool = False, progress: bool = True) -> Section
                 lossless = False
                 witness = (f"{pair.name} N={verdict.max_new_tokens}: "
                            + (witness_summary(verdict.witness) if verdict.witness
-                              else str(min(verdict.reports, key=lambda r: r.equal))))
+                              else _first_line(verdict)))
                 break
         claimed = scheduler_class in dsi_claims(rule)
         section.ok &= claimed == lossless
@@ -380,7 +386,7 @@ def block_dsi_section(*, quick: bool = False, progress: bool = True,
                 lossless = False
                 witness = (f"{inst.name} N={verdict.max_new_tokens}: "
                            + (witness_summary(verdict.witness) if verdict.witness
-                              else str(min(verdict.reports, key=lambda r: r.equal))))
+                              else _first_line(verdict)))
                 break
         claimed = scheduler_class in claims
         section.ok &= claimed == lossless
