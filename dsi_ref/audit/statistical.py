@@ -423,16 +423,24 @@ def _upper_cut(n: int, pi: np.ndarray, x: float) -> np.ndarray:
     b = np.clip(guess + 2, first_hi, n)
     b = np.where(_binary_statistic(n, b, pi) >= x, b, n)
     has_hi = _binary_statistic(n, b, pi) >= x
-    a = np.minimum(a, b - 1)
+    a, b = _bisect(n, pi, x, np.minimum(a, b - 1), b, hit_moves_b=True)
+    return np.where(has_hi, b, n + 1)
+
+
+def _bisect(n: int, pi: np.ndarray, x: float, a: np.ndarray, b: np.ndarray, *,
+            hit_moves_b: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Bisect each ``[a, b]`` down to adjacent integers around where ``n kl(m / n ‖ pi)``
+    crosses ``x``: a midpoint that reaches ``x`` replaces ``b`` (``hit_moves_b``, the upper cut)
+    or ``a`` (the lower cut), one that does not replaces the other end."""
     while True:
         gap = (b - a) > 1
         if not gap.any():
-            break
+            return a, b
         c = (a + b) // 2
         hit = _binary_statistic(n, c, pi) >= x
-        a = np.where(gap & ~hit, c, a)
-        b = np.where(gap & hit, c, b)
-    return np.where(has_hi, b, n + 1)
+        to_b = hit if hit_moves_b else ~hit
+        a = np.where(gap & ~to_b, c, a)
+        b = np.where(gap & to_b, c, b)
 
 
 def _lower_cut(n: int, pi: np.ndarray, x: float) -> np.ndarray:
@@ -447,15 +455,7 @@ def _lower_cut(n: int, pi: np.ndarray, x: float) -> np.ndarray:
     a = np.clip(guess - 2, 0, last_lo)
     a = np.where(_binary_statistic(n, a, pi) >= x, a, 0)
     has_lo = _binary_statistic(n, a, pi) >= x
-    b = np.maximum(b, a + 1)
-    while True:
-        gap = (b - a) > 1
-        if not gap.any():
-            break
-        c = (a + b) // 2
-        hit = _binary_statistic(n, c, pi) >= x
-        a = np.where(gap & hit, c, a)
-        b = np.where(gap & ~hit, c, b)
+    a, b = _bisect(n, pi, x, a, np.maximum(b, a + 1), hit_moves_b=False)
     return np.where(has_lo, a, -1)
 
 
