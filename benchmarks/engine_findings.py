@@ -6,6 +6,7 @@ upstream issue (version, minimal reproducer, expected and observed laws).
     .venv/bin/python benchmarks/engine_findings.py            # print this version's section
     .venv/bin/python benchmarks/engine_findings.py --write    # write it and the page (~17 min)
     .venv/bin/python benchmarks/engine_findings.py --fast     # only the fast rows, printed
+    .venv/bin/python benchmarks/engine_findings.py --restate-power   # no sampling, see below
 
 The page keeps one section per audited transformers release: a full run writes the installed
 release's section to a file in benchmarks/findings (`transformers-VERSION.md`: its tables, each
@@ -18,11 +19,22 @@ Every row is a seeded audit (seed 0): rerunning it gives the same counts, hence 
 The fast rows (every greedy cell, universal SD's white-box checks, the harness's greedy engines)
 are recomputed by tests/test_engine_findings.py and must appear verbatim in the installed
 release's section; the sampled rows are the last full run's. Timings are not on the page.
+
+`--restate-power` rewrites the power column of the rows a full run sampled (the sampled cells,
+the first-token confirmations, the sampled harness engines) in every stored section, without
+sampling: each is the power `dsi_ref.audit.statistical.achieved_power` states for the test
+that ran (the row's sample size, α and ε, against the exact reference law of the cell or
+engine), i.e. what a full run with the current code would print for the same sample size. It
+is for when the power computation changes (commit 4577a78 replaced Pearson's noncentral
+chi-square by the G test's own power): the verdicts, sample sizes and G stay the run's, and
+the section and the page say that the power was restated, and which rows now state less than
+the power they were sized for. tests/test_engine_findings.py recomputes every such power.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
@@ -31,6 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,7 +52,15 @@ import torch
 import transformers
 from transformers.utils import logging
 
-from dsi_ref.audit.statistical import POLICY_ALPHA, StatisticalReport
+from dsi_ref.audit.exact import Law
+from dsi_ref.audit.laws import target_distribution
+from dsi_ref.audit.statistical import (
+    POLICY_ALPHA,
+    POLICY_MISS,
+    Alternative,
+    StatisticalReport,
+    achieved_power,
+)
 from dsi_ref.backends import harness
 from dsi_ref.backends.hf_generators import (
     CELLS,
@@ -50,6 +71,8 @@ from dsi_ref.backends.hf_generators import (
     USD_VOCAB_ORDER,
     Cell,
     audit_cell,
+    reference_law,
+    reference_model,
     usd_draft_check,
     usd_first_token_audit,
 )
@@ -66,6 +89,13 @@ EPSILON = 0.2
 USD = "UniversalSpeculativeDecodingGenerator"
 HARNESS_FAST = ("torch_si_greedy", "hf_assisted_greedy")
 HARNESS_FULL = ("torch_si", "hf_assisted")
+#: The power the sampled cells and engines are sized for (`audit_cell`'s and `audit_engine`'s
+#: default); the first-token confirmations are sized for 1 - `POLICY_MISS`.
+POWER = 0.99
+FIRST_TOKEN = ", first token"
+_MISS = f"{POLICY_MISS:g}".replace("e-0", "e-")  # 1e-9
+#: The sentence a restatement adds to a section's provenance line (to its end).
+RESTATED = re.compile(r" Power restated on (\d{4}-\d{2}-\d{2})\b.*$")
 
 
 @dataclass(frozen=True)
@@ -230,6 +260,124 @@ def rows_from_section(text: str) -> tuple[list[Row], list[Row], list[Row]]:
     return sampled, first, full
 
 
+def target_power(row: Row) -> float:
+    """The power the row's audit was sized for."""
+    return 1 - POLICY_MISS if row.what.endswith(FIRST_TOKEN) else POWER
+
+
+def _reference(row: Row) -> Law:
+    """The exact law the row's audit compared the samples with (computed, not sampled)."""
+    cells = {cell.name: cell for cell in CELLS}
+    if row.what.endswith(FIRST_TOKEN):  # `usd_first_token_audit`: the first token's row
+        cell = cells[row.what.removesuffix(FIRST_TOKEN)]
+        return target_distribution(reference_model(cell), cell.prompt, 1)
+    if row.what in cells:
+        return reference_law(cells[row.what])
+    found = re.match(r"`dsi_ref\.backends\.harness:(\w+)`", row.what)
+    if found is None:
+        raise ValueError(f"no reference law for the row {row.what!r}")
+    engine: harness.EngineUnderTest = getattr(harness, found[1])()
+    return engine.reference_law()
+
+
+def _epsilon(row: Row) -> float:
+    """The ε the row's audit was stated against, or a lower bound on it: the cells and engines
+    are audited at `EPSILON`; a first-token confirmation at 9/10 of a TV the row prints to 3
+    significant digits, so the smallest value printed so (a power stated against every law at
+    TV >= that value holds for the smaller class of laws at TV >= the ε that ran)."""
+    if not row.what.endswith(FIRST_TOKEN):
+        if row.epsilon != f"{EPSILON:.3g}":
+            raise ValueError(f"{row.what}: audited at ε {row.epsilon}, not {EPSILON:.3g}")
+        return EPSILON
+    printed = Decimal(row.epsilon)
+    return float(printed - Decimal(5).scaleb(printed.adjusted() - 3))
+
+
+def restated_power(row: Row) -> float:
+    """The power `achieved_power` states for the audit the row records: its sample size, α and
+    ε against its exact reference law (no sampling)."""
+    return achieved_power(_reference(row), Alternative.tv(_epsilon(row)), int(row.samples),
+                          alpha=float(row.alpha))
+
+
+def below_target(row: Row) -> bool:
+    """The power of the test the row records is below the power it was sized for (computed, not
+    read off the row: 1 − 1e-7 prints as 1.000000)."""
+    return restated_power(row) < target_power(row)
+
+
+def _restate_note(rows: list[Row], on: str) -> str:
+    """The sentence a restatement appends to the section's provenance line."""
+    below = [r for r in rows if below_target(r)]
+    lossless = [r for r in below if r.verdict == "**lossless**"]
+    note = (f"Power restated on {on} (`benchmarks/engine_findings.py --restate-power`): the "
+            "power column of the sampled cells, the first-token confirmations and the sampled "
+            "engines is the power of the G test that ran (its sample size, α and ε against the "
+            "exact reference law; `dsi_ref.audit.statistical` since commit 4577a78), where the "
+            "run stated Pearson's noncentral chi-square approximation; verdicts, sample sizes "
+            "and G are as measured.")
+    if not below:
+        return note + (f" Each of these {len(rows)} rows still states at least the power it was "
+                       f"sized for ({POWER:g}; 1 − {_MISS} for the first-token "
+                       "confirmations).")
+    return note + (f" {len(below)} of these {len(rows)} rows now state less than the power "
+                   f"they were sized for ({POWER:g}; 1 − {_MISS} for the first-token "
+                   f"confirmations), down to {min(float(r.power) for r in below):.6f}: "
+                   f"{len(lossless)} of them say **lossless**, a verdict that holds only at the "
+                   "lower power in its row (a **lossy** verdict is a rejection at α whatever the "
+                   "power).")
+
+
+def restate_section(text: str, on: str) -> str:
+    """``text`` (a stored section) with the power of every sampled row restated
+    (`restated_power`) and the provenance line saying so (restated on ``on``)."""
+    sampled, first, full = rows_from_section(text)
+    rows = {r.markdown(): r for r in [*sampled, *first, *full]}
+    restated: list[Row] = []
+    lines = []
+    for line in text.split("\n"):
+        if line in rows:
+            row = dataclasses.replace(rows[line], power=f"{restated_power(rows[line]):.6f}")
+            restated.append(row)
+            line = row.markdown()
+        lines.append(line)
+    if not restated:
+        raise ValueError("the section has no sampled row to restate")
+    at = next(i for i, line in enumerate(lines) if line.startswith("Audited with "))
+    lines[at] = RESTATED.sub("", lines[at]) + " " + _restate_note(restated, on)
+    return "\n".join(lines)
+
+
+def _restated_releases(sections: list[tuple[str, str]]) -> list[str]:
+    """The page's word on the sections whose power was restated (none: no words)."""
+    out: list[str] = []
+    below: list[Row] = []
+    for version, text in sections:
+        line = next((x for x in text.splitlines() if x.startswith("Audited with ")), "")
+        restated = RESTATED.search(line)
+        if restated is None:
+            continue
+        run = re.search(r"\d{4}-\d{2}-\d{2}", line[:restated.start()])
+        out.append(f"transformers {version} on {restated[1]}"
+                   + (f" (verdicts from the run of {run[0]})" if run else ""))
+        sampled, first, full = rows_from_section(text)
+        below += [r for r in [*sampled, *first, *full] if below_target(r)]
+    if not out:
+        return []
+    lossless = sum(r.verdict == "**lossless**" for r in below)
+    return [
+        "**Power restated.** The power column of the sampled rows was restated with the power "
+        "of the G test that ran, without sampling again, for " + "; ".join(out) + ": the runs "
+        "were sized by Pearson's noncentral chi-square, which overstated the power. "
+        + (f"{len(below)} sampled audits now state less than the power they were sized for "
+           f"(down to {min(float(r.power) for r in below):.6f}); {lossless} of them say "
+           "\"lossless\", which holds only at the lower power stated in its row (each "
+           "section's provenance line counts them). `--write` samples again at the sizes that "
+           "reach the target power." if below else
+           "Every restated row still reaches the power it was sized for."), "",
+    ]
+
+
 def versions_line() -> str:
     """The software a section was computed with."""
     return (f"transformers {VERSION}, torch {torch.__version__.split('+')[0]}, CPU, float32 "
@@ -338,6 +486,7 @@ def compose() -> str:
         "benchmarks/engine_findings.py --write` with that release installed; "
         "tests/test_engine_findings.py recomputes the installed release's greedy cells, "
         "white-box checks and greedy engines and finds them in its section).", "",
+        *_restated_releases(sections),
         "Toys: vocabulary 4, seeded bigram target and drafter with zeros, prompt `(0, 1)` "
         "(greedy cells: `(0, 2)`), 3 new tokens, 2 draft tokens per step; processors "
         "temperature 1/2, top-k 2, top-p 7/10, repetition penalty 2. With 4 tokens HF's default "
@@ -409,14 +558,27 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--fast", action="store_true", help="only the fast rows, printed")
     group.add_argument("--compose", action="store_true",
                        help="only re-compose the page from the stored sections")
+    group.add_argument("--restate-power", action="store_true",
+                       help="restate the power of every stored section's sampled rows for the "
+                       "test that ran (no sampling) and re-compose the page")
     parser.add_argument("--from-page", action="store_true", help="recompute the fast rows, "
                         "take the sampled ones from this release's stored section (no sampling)")
     args = parser.parse_args(argv)
+    if args.restate_power:
+        for version, _ in stored_sections():
+            path = section_path(version)
+            path.write_text(restate_section(path.read_text(), date.today().isoformat()))
+        PAGE.write_text(compose())
+        print(f"restated the power in {SECTIONS} and wrote {PAGE}", file=sys.stderr)
+        return 0
     if args.compose:
         PAGE.write_text(compose())
         print(f"wrote {PAGE}", file=sys.stderr)
         return 0
-    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     res = compute(True if args.from_page else args.fast, log=log)
     repro: tuple[str, str] | None = None
     provenance = f"Full run of {date.today().isoformat()}."
@@ -433,6 +595,10 @@ def main(argv: list[str] | None = None) -> int:
             "those of the last full run on this release"
             + (f" ({full_run[1]})." if full_run else "."))
         provenance += f" Fast rows recomputed on {date.today().isoformat()}."
+        line = next((x for x in stored.splitlines() if x.startswith("Audited with ")), "")
+        restated = RESTATED.search(line)
+        if restated is not None:  # the sampled rows keep their restated power: say so again
+            provenance += restated[0]
     if repro is None and not args.fast:
         log("universal-SD reproducer, as released and with the fix")
         repro = (run_reproducer(False, REPRO_DRAWS[0]), run_reproducer(True, REPRO_DRAWS[1]))

@@ -6,13 +6,18 @@ the harness's two greedy engines) are recomputed here on the installed release a
 verbatim in that release's section: each is a seeded audit or an exact computation, so the same
 code gives the same line. The sampled rows come from the release's last full run; its section
 must have one for every sampled cell of the current matrix, and the reproducer's output with and
-without the fix. The page is the composition of the stored sections.
+without the fix. The page is the composition of the stored sections. The power column of every
+sampled row, in every release's section, is recomputed here without sampling: the power the
+current code states for the test that ran (its sample size, α and ε against the exact reference
+law), as a full run or ``--restate-power`` writes it; a restated section is a fixed point of the
+restatement (its powers and the provenance sentence that counts the rows below target).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -95,3 +100,28 @@ def test_the_installed_section_covers_every_sampled_cell_and_every_generator() -
 def test_the_reproducer_on_the_page_is_the_script() -> None:
     script = (ROOT / "benchmarks" / "usd_vocab_order_repro.py").read_text().rstrip("\n")
     assert script in GEN.PAGE.read_text()
+
+
+def test_the_power_column_is_the_power_of_the_test_that_ran() -> None:
+    for version, text in GEN.stored_sections():
+        sampled, first, full = GEN.rows_from_section(text)
+        assert len(sampled) == sum(cell.do_sample for cell in GEN.CELLS)
+        assert first and len(full) == len(GEN.HARNESS_FULL)
+        stale = [f"{row.what}: {row.power}, recomputed {GEN.restated_power(row):.6f}"
+                 for row in [*sampled, *first, *full]
+                 if row.power != f"{GEN.restated_power(row):.6f}"]
+        assert not stale, (f"transformers {version}: run benchmarks/engine_findings.py "
+                           "--restate-power\n" + "\n".join(stale))
+        restated = re.search(r"Power restated on (\d{4}-\d{2}-\d{2})", text)
+        if restated is not None:
+            assert GEN.restate_section(text, restated[1]) == text
+
+
+def test_a_restated_power_below_target_is_said_on_the_page() -> None:
+    page = GEN.PAGE.read_text()
+    for version, text in GEN.stored_sections():
+        rows = [r for rows in GEN.rows_from_section(text) for r in rows]
+        below = [r for r in rows if GEN.below_target(r)]
+        if below:  # only a restatement leaves rows below target: a full run samples enough
+            assert re.search(rf"\. {len(below)} of these {len(rows)} rows now state less", text)
+            assert f"transformers {version} on " in page and "**Power restated.**" in page
