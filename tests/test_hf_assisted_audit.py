@@ -4,13 +4,16 @@ through the torch adapter, and the zoo as negative controls through the same har
 The verdict is for the installed ``transformers`` version (printed in every failure message).
 Error rates (docs/statistical-policy.md): each "lossless" assertion has false-alarm rate
 ``POLICY_ALPHA`` = 1e-8 (a finite-sample bound); each "flagged" assertion has miss probability
-<= ``POLICY_MISS`` = 1e-9 against the mutant's exact law (noncentral chi-square, twice the needed
-sample). The fast variants run by default; the longer ones are ``slow``.
+<= ``POLICY_MISS`` = 1e-9 against the mutant's exact law (the G test's power against that law,
+exact or a proven lower bound, computed before sampling; twice the sample that reaches it is
+drawn). The fast variants run by default; the longer ones are ``slow``. The sample sizes the
+comments state are computed by `test_the_sample_sizes_stated_here` (no sampling).
 """
 
 from __future__ import annotations
 
 import os
+from fractions import Fraction
 
 import pytest
 
@@ -19,14 +22,22 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.audit.statistical import POLICY_ALPHA, POLICY_MISS, Alternative, statistical_audit  # noqa: E402
+from dsi_ref.audit.statistical import (  # noqa: E402
+    POLICY_ALPHA,
+    POLICY_MISS,
+    Alternative,
+    required_samples,
+    statistical_audit,
+)
 from dsi_ref.audit.suite import default_suite  # noqa: E402
 from dsi_ref.audit.zoo import MUTANTS  # noqa: E402
 from dsi_ref.backends.hf_adapter import AssistedSampler, HFLanguageModel, Processing  # noqa: E402
 from dsi_ref.backends.hf_assisted import (  # noqa: E402
     HFAuditConfig,
+    _controlled,
     audit_hf_assisted,
     audit_own_decoders,
+    hf_pair,
     negative_controls,
     single_thread,
 )
@@ -44,9 +55,9 @@ def _assert_lossless(report: dr.StatisticalReport, what: str) -> None:
 @pytest.mark.statistical(alpha=1e-8)  # POLICY_ALPHA
 def test_hf_assisted_generation_is_lossless_at_stated_power() -> None:
     # Fast variant: HF's default assistant settings, vocabulary 4, 3 new tokens, power >= 0.99
-    # against every law at TV >= 0.2 (1,064 samples; the plain-sampling control below states the
-    # same alternative). The same settings at TV >= 0.1 (4,192 samples, the library default)
-    # and TV >= 0.05 (16,640) are the slow ``eps0.1`` and ``eps0.05`` cases below.
+    # against every law at TV >= 0.2 (1,180 samples; the plain-sampling control below states the
+    # same alternative). The same settings at TV >= 0.1 (4,720 samples, the library default)
+    # and TV >= 0.05 (19,072) are the slow ``eps0.1`` and ``eps0.05`` cases below.
     report = audit_hf_assisted(HFAuditConfig(epsilon=0.2))
     assert report.alternative == "every law at TV >= 0.2"
     _assert_lossless(report, "HF assisted generation (default assistant settings)")
@@ -71,9 +82,31 @@ def test_our_decoders_through_the_torch_adapter_are_lossless_at_stated_power() -
 
 #: Mutants whose law is too close to the target's for the default run's sample sizes: the
 #: block verifier whose residual ignores the accepted prefix's weight is at TV 1/162 on parity
-#: with 3 tokens (168,448 draws for power 1 - 1e-9) and 0.011 on bigram with 4 (35,968 draws);
-#: it is checked with 4 tokens in the slow tests (and killed exactly by the zoo's exact hunt).
+#: with 3 tokens (189,440 draws for power 1 - 1e-9, past the default cap of 20,000) and 1/108 on
+#: bigram with 4 (38,906 draws under the slow test's cap of 40,000); it is checked with 4 tokens
+#: in the slow tests (and killed exactly by the zoo's exact hunt).
 SUBTLE = {"block-unadjusted-residual"}
+
+
+def test_the_sample_sizes_stated_here() -> None:
+    """The sizes the comments above state, as `required_samples` gives them (no sampling)."""
+    sizes = {}
+    for epsilon in (0.2, 0.1, 0.05):
+        config = HFAuditConfig(epsilon=epsilon)
+        pair = hf_pair(config)
+        law = dr.target_distribution(pair.target, pair.prompt, pair.max_new_tokens)
+        sizes[epsilon] = required_samples(law, Alternative.tv(epsilon), alpha=config.alpha,
+                                          power=config.power)
+    assert sizes == {0.2: 1180, 0.1: 4720, 0.05: 19072}
+    (mutant,) = (MUTANTS[name] for name in SUBTLE)
+    assert _controlled(mutant, "sampler", 3, POLICY_ALPHA, POLICY_MISS, 20_000) is None
+    stated = {(3, 10**6): ("parity", 189_440, 162), (4, 40_000): ("bigram", 38_906, 108)}
+    for (tokens, cap), (name, n, tv_inverse) in stated.items():
+        found = _controlled(mutant, "sampler", tokens, POLICY_ALPHA, POLICY_MISS, cap)
+        assert found is not None
+        pair, _, law, mutant_law, needed = found
+        assert (pair.name, needed) == (name, n)
+        assert dr.total_variation(mutant_law, law) == Fraction(1, tv_inverse)
 
 
 @pytest.mark.statistical(alpha=1e-9)  # a miss at power 1 - POLICY_MISS
