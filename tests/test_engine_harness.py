@@ -18,7 +18,7 @@ import pytest
 
 import dsi_ref as dr
 from dsi_ref.audit.statistical import POLICY_ALPHA, POLICY_MISS
-from dsi_ref.backends.harness import EngineUnderTest, audit_engine, load_engine
+from dsi_ref.backends.harness import EngineUnderTest, audit_engine, load_engine, plan_audit
 from dsi_ref.base.errors import InvalidParameterError
 from dsi_ref.cli import main
 
@@ -153,6 +153,25 @@ def test_two_real_engines_pass_through_the_command(
     data = json.loads(out.read_text())
     assert data["verdict"] == "lossless" and data["power"] >= 0.99
     assert data["n_samples"] == 21  # a point mass: the greedy reference
+
+
+@pytest.mark.torch
+def test_the_sampled_engines_sample_sizes_are_those_the_docs_state() -> None:
+    """docs/engine-harness.md quotes the plan of both sampled engines at the defaults (power
+    0.99 against TV >= 0.2, alpha 1e-8): computed here without sampling."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sizes = {}
+    for name in ("torch_si", "hf_assisted"):
+        engine = load_engine(f"dsi_ref.backends.harness:{name}")
+        plan = plan_audit(engine, engine.reference_law(), epsilon=0.2, alpha=POLICY_ALPHA,
+                          power=0.99)
+        sizes[name] = plan.n_samples
+    assert sizes == {"torch_si": 1460, "hf_assisted": 1752}
+    page = (HERE.parent / "docs" / "engine-harness.md").read_text()
+    assert "(one thread; 1,460 samples for a verdict at TV ≥ 0.2)" in page
+    assert "(1,752 samples)" in page
 
 
 @pytest.mark.slow
