@@ -4,8 +4,8 @@ same-vocabulary mutants are by `dsi_ref.backends.hf_assisted.negative_controls`;
 correct algorithms pass at the same power against the mutants' laws.
 
 The power is stated against each mutant's exact law of strings (`Alternative.of_law`) and must
-reach ``1 - POLICY_MISS``; twice the required sample size is drawn (a margin for the noncentral
-chi-square approximation, as `negative_controls` does)."""
+reach ``1 - POLICY_MISS``; twice the required sample size is drawn (slack beyond the G test's exact
+or proven power, as `negative_controls` does)."""
 
 from __future__ import annotations
 

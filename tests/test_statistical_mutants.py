@@ -484,7 +484,7 @@ def test_tv_power_of_many_cells_is_the_branch_and_bound_over_the_interval() -> N
 
 
 def test_tv_power_saturated_at_one() -> None:
-    # the noncentral chi-square tail saturates: 1 - e^-900 is 1.0 in floats, but whether scipy
+    # the power saturates: 1 - e^-900 is 1.0 in floats, but whether scipy
     # returns it as 1.0 or one ulp below is its business, not this test's
     assert achieved_power({"a": 0.5, "b": 0.5}, Alternative.tv(0.5), 10_000) >= 1 - 1e-12
 

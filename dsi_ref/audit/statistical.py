@@ -1099,7 +1099,8 @@ def rejection_rate(true_law: LawLike, reference_law: LawLike, n_samples: int, re
 
     Simulates ``repeats`` multinomial samples (vectorised) and applies the exact decision rule of
     `audit_counts`: the false-alarm rate when ``true_law`` is the reference, the power otherwise.
-    Used to check the chi-square approximations behind ``alpha`` and the stated power.
+    Used to check ``alpha`` (the finite-sample threshold) and the stated power (the G test's,
+    exact or a proven bound) against simulation.
     """
     _check_alpha(alpha)
     _check_n(n_samples)
