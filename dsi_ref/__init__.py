@@ -6,8 +6,15 @@ Every decoder draws through a `Randomness`; run it with `Sampler` to sample, or 
 
 from .audit.exact import Witness, exact_distribution, exact_expectation, total_variation
 from .audit.laws import LosslessReport, assert_lossless, check_lossless, target_distribution
+from .audit.sampling import sample_fn
 from .audit.statistical import Alternative, StatisticalReport, statistical_audit
-from .audit.strings import StringReport, check_lossless_strings, target_string_distribution
+from .audit.strings import (
+    StringReport,
+    assert_lossless_strings,
+    check_lossless_strings,
+    conditional_law,
+    target_string_distribution,
+)
 from .base.errors import (
     ConstraintDeadEndError,
     InsufficientServersError,
@@ -39,7 +46,13 @@ from .decoders.dsi import DSIConfig, DSIRun, dsi
 from .decoders.speculative import SIRun, SpeculativeConfig, speculative
 from .decoders.tree import TREE_VERIFY_RULES, tree_speculative
 from .decoders.verification import VERIFY_RULES, Decision
-from .decoders.vocab import CROSS_VOCAB_ALGORITHMS, cross_vocab_speculative, string_level_drafter
+from .decoders.vocab import (
+    CROSS_VOCAB_ALGORITHMS,
+    block_law,
+    cross_vocab_speculative,
+    shared_tokens,
+    string_level_drafter,
+)
 from .sim import Contention, expected_latency, simulate_latency
 
 __version__ = "0.1.0"
@@ -84,9 +97,12 @@ __all__ = [
     "Witness",
     "__version__",
     "assert_lossless",
+    "assert_lossless_strings",
     "autoregressive",
+    "block_law",
     "check_lossless",
     "check_lossless_strings",
+    "conditional_law",
     "cross_vocab_speculative",
     "dsi",
     "exact_distribution",
@@ -97,6 +113,8 @@ __all__ = [
     "merge_point",
     "processed",
     "recomputed",
+    "sample_fn",
+    "shared_tokens",
     "simulate_latency",
     "speculative",
     "statistical_audit",

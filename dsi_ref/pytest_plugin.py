@@ -6,6 +6,9 @@ Fixtures (all session-scoped, so hypothesis accepts them in a ``@given`` test):
   ``AssertionError`` otherwise, naming the pair (``pair=``) and the models, the first diverging
   prefix with its probability under both laws, and the worst sequence;
 * ``check_lossless`` — the same comparison returning a `dsi_ref.LosslessReport`;
+* ``assert_lossless_strings``, ``check_lossless_strings`` — `dsi_ref.assert_lossless_strings`
+  and `dsi_ref.check_lossless_strings`: the same over output strings (a tokenizer decodes the
+  ids), for a decoder whose drafter speaks another vocabulary;
 * ``dsi_strategies`` — the module `dsi_ref.strategies` (hypothesis strategies for models, prompts,
   lookaheads, latencies), for ``data.draw(...)`` inside a test. A strategy in ``@given(...)`` is
   built when the module is imported, before any fixture exists: import it there
@@ -54,8 +57,8 @@ from typing import Any
 
 import pytest
 
-__all__ = ["MARKERS", "assert_lossless", "check_lossless", "default_suite", "dsi_strategies",
-           "pytest_configure"]
+__all__ = ["MARKERS", "assert_lossless", "assert_lossless_strings", "check_lossless",
+           "check_lossless_strings", "default_suite", "dsi_strategies", "pytest_configure"]
 
 #: The markers the plugin registers, as ``"name(args): description"`` lines of pytest's ``markers``
 #: ini option. The docs tell users to write them; ``--strict-markers`` refuses unregistered ones.
@@ -85,6 +88,22 @@ def assert_lossless() -> Any:
 def check_lossless() -> Any:
     """`dsi_ref.check_lossless`."""
     from .audit.laws import check_lossless as fn
+
+    return fn
+
+
+@pytest.fixture(scope="session")
+def assert_lossless_strings() -> Any:
+    """`dsi_ref.assert_lossless_strings`."""
+    from .audit.strings import assert_lossless_strings as fn
+
+    return fn
+
+
+@pytest.fixture(scope="session")
+def check_lossless_strings() -> Any:
+    """`dsi_ref.check_lossless_strings`."""
+    from .audit.strings import check_lossless_strings as fn
 
     return fn
 

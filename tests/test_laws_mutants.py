@@ -269,13 +269,23 @@ def test_mass_outside_the_targets_support_is_never_float_noise(tolerance: F) -> 
 
 
 def test_outcomes_that_are_not_sequences_have_no_diverging_prefix() -> None:
-    """Disjoint supports: the worst sequence ties at 1 and goes to the largest text, ``'b'``."""
-    got = compare_laws({"a": F(1)}, {"b": F(1)}, pair=SimpleNamespace(name="p"))
-    assert got == report({"a": F(1)}, {"b": F(1)}, equal=False, tv_distance=F(1),
-                         worst_sequence="b", decoder_probability=F(0),
+    """Disjoint supports: the worst sequence ties at 1 and goes to the largest text, ``2``."""
+    got = compare_laws({1: F(1)}, {2: F(1)}, pair=SimpleNamespace(name="p"))
+    assert got == report({1: F(1)}, {2: F(1)}, equal=False, tv_distance=F(1),
+                         worst_sequence=2, decoder_probability=F(0),
                          target_probability=F(1), outcomes=2, label="pair 'p'")
     assert str(got) == ("pair 'p': LOSSY: total-variation distance 1 (~1) over 2 sequences;\n"
-                        "  worst sequence b: decoder P = 0 (~0), target P = 1 (~1)")
+                        "  worst sequence 2: decoder P = 0 (~0), target P = 1 (~1)")
+
+
+def test_string_outcomes_diverge_at_a_string_prefix() -> None:
+    """Strings (`check_lossless_strings`) are sequences of characters: ``"ab"`` and ``"b"``
+    first differ at the one-character prefix ``"a"``; the message quotes them."""
+    got = compare_laws({"ab": F(1)}, {"b": F(1)})
+    assert got.first_diverging_prefix == "a"
+    assert (got.decoder_prefix_probability, got.target_prefix_probability) == (F(1), F(0))
+    assert "first diverging prefix 'a'" in str(got) and "worst sequence 'b'" in str(got)
+    assert first_diverging_prefix({"ab": F(1)}, {(0,): F(1)}) is None  # strings and tuples
 
 
 @pytest.mark.parametrize(("ours", "theirs", "worst"), [

@@ -36,6 +36,9 @@ PUBLIC_NAMES = (
     "StringReport",  # issue 15, item 4: the exact audit over output strings
     "recomputed", "incremental", "RepetitionPenalty", "PresencePenalty",  # issue 15, item 2
     "FrequencyPenalty", "GrammarConstraint", "TokenDFA", "ConstraintDeadEndError",
+    "assert_lossless_strings",  # issue 24, item 2: one checking API for ids and strings
+    "block_law", "shared_tokens", "conditional_law",  # issue 24, item 3: string-level helpers
+    "sample_fn",  # issue 24, item 4: a program(rng) as the statistical audit's sample function
 )
 
 #: Modules users import by their dotted path (documented as public).

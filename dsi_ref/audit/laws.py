@@ -6,7 +6,7 @@ import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from ..base.models import LanguageModel
 from ..base.validate import check_number
@@ -16,6 +16,8 @@ from .exact import Law, check_program, exact_law, exact_row, readable, total_var
 
 __all__ = ["LosslessReport", "assert_lossless", "check_lossless", "default_float_tolerance",
            "target_distribution"]
+
+R = TypeVar("R", bound="LosslessReport")
 
 
 def target_distribution(target: LanguageModel, prompt: Sequence[int] = (),
@@ -110,6 +112,9 @@ class LosslessReport:
     float_discrepancy: Fraction = Fraction(0)
     float_tolerance_basis: str = ""
 
+    #: What an outcome is called in the message (`StringReport` says ``"string"``).
+    unit: ClassVar[str] = "sequence"
+
     def __bool__(self) -> bool:
         return self.equal
 
@@ -121,26 +126,26 @@ class LosslessReport:
     def __str__(self) -> str:
         if self.equal and self.float_discrepancy:
             return (f"lossless up to float rounding: output law == target law over "
-                    f"{self.outcomes} sequences but for float noise of total-variation distance "
-                    f"{readable(self.float_discrepancy)} (<= the float tolerance "
-                    f"{self._tolerance()}; worst sequence {self.worst_sequence}: "
+                    f"{self.outcomes} {self.unit}s but for float noise of total-variation "
+                    f"distance {readable(self.float_discrepancy)} (<= the float tolerance "
+                    f"{self._tolerance()}; worst {self.unit} {self.worst_sequence!r}: "
                     f"decoder P = {readable(self.decoder_probability)}, target P = "
                     f"{readable(self.target_probability)})")
         if self.equal:
-            return f"lossless: output law == target law over {self.outcomes} sequences"
+            return f"lossless: output law == target law over {self.outcomes} {self.unit}s"
         head = f"{self.label}: " if self.label else ""
         ours, theirs = self.decoder_prefix_probability, self.target_prefix_probability
         first = "" if self.first_diverging_prefix is None else (
-            f"  first diverging prefix {self.first_diverging_prefix}: decoder P(starts with it)"
+            f"  first diverging prefix {self.first_diverging_prefix!r}: decoder P(starts with it)"
             f" = {_shown(ours)}, target P = {_shown(theirs)}\n")
         noise = "" if not self.float_tolerance else (
             f" (more than the float tolerance {self._tolerance()})"
             if self.tv_distance > self.float_tolerance else
-            f" (within the float tolerance {self._tolerance()}, but on sequences "
+            f" (within the float tolerance {self._tolerance()}, but on {self.unit}s "
             "the target cannot produce: never float noise)")
         return (f"{head}LOSSY: total-variation distance {_shown(self.tv_distance)}{noise} "
-                f"over {self.outcomes} sequences;\n{first}"
-                f"  worst sequence {self.worst_sequence}: decoder P = "
+                f"over {self.outcomes} {self.unit}s;\n{first}"
+                f"  worst {self.unit} {self.worst_sequence!r}: decoder P = "
                 f"{_shown(self.decoder_probability)}, target P = "
                 f"{_shown(self.target_probability)}")
 
@@ -157,8 +162,8 @@ def _shown(x: Fraction) -> str:
     return text if text.startswith("~") else f"{text} (~{float(x):.4g})"
 
 
-def _prefix_marginals(law: Law, length: int) -> dict[tuple[Any, ...], Fraction]:
-    marginals: dict[tuple[Any, ...], Fraction] = {}
+def _prefix_marginals(law: Law, length: int) -> dict[Any, Fraction]:
+    marginals: dict[Any, Fraction] = {}
     for seq, prob in law.items():
         if len(seq) >= length:
             marginals[seq[:length]] = marginals.get(seq[:length], Fraction(0)) + prob
@@ -166,15 +171,18 @@ def _prefix_marginals(law: Law, length: int) -> dict[tuple[Any, ...], Fraction]:
 
 
 def first_diverging_prefix(decoder_law: Law, target_law: Law
-                           ) -> tuple[tuple[Any, ...], Fraction, Fraction] | None:
+                           ) -> tuple[Any, Fraction, Fraction] | None:
     """The shortest prefix (first in sorted order among its length) whose probability of starting
     the output differs between two laws of sequences, with that probability under each law.
 
-    ``None`` when no prefix differs (then the laws are equal: ``P(X = s)`` is ``P(X starts with
-    s)`` minus the mass of the one-token extensions of ``s``) or the outcomes are not tuples.
+    The outcomes are tuples (of tokens; a prefix is a tuple) or strings (a prefix is a string:
+    the first diverging characters). ``None`` when no prefix differs (then the laws are equal:
+    ``P(X = s)`` is ``P(X starts with s)`` minus the mass of the one-token extensions of ``s``)
+    or the outcomes are neither all tuples nor all strings.
     """
     support = set(decoder_law) | set(target_law)
-    if not support or not all(isinstance(s, tuple) for s in support):
+    if not support or not (all(isinstance(s, tuple) for s in support)
+                           or all(isinstance(s, str) for s in support)):
         return None
     zero = Fraction(0)
     for length in range(max(len(s) for s in support) + 1):
@@ -342,6 +350,20 @@ def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
     (``float_tolerance_basis``). When no float was involved the comparison is exact whatever
     ``float_tolerance`` says.
     """
+    decoder_law, target_law, options = exact_comparison(
+        program, target, prompt, max_new_tokens, greedy=greedy, pair=pair,
+        float_tolerance=float_tolerance, **exact_kwargs)
+    return compare_laws(decoder_law, target_law, **options)
+
+
+def exact_comparison(program: Callable[[Any], Any], target: LanguageModel,
+                     prompt: Sequence[int], max_new_tokens: int, *, greedy: bool, pair: Any,
+                     float_tolerance: Fraction | float | None, **exact_kwargs: Any
+                     ) -> tuple[Law, Law, dict[str, Any]]:
+    """What `check_lossless` compares (its arguments, same meaning and errors): the exact law of
+    ``program(rng)``, the target's law, and the keyword arguments of `compare_laws` (the pair,
+    the float tolerance and its basis). `dsi_ref.audit.strings.check_lossless_strings` maps both
+    laws to strings before comparing them with the same options."""
     check_program(program)
     check_number("float_tolerance", float_tolerance, allow_none=True, low=0)
     exact = exact_law(program, **exact_kwargs)  # a Run counts as its tokens (as_outcome)
@@ -355,10 +377,9 @@ def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
             basis = _default_basis(choices, target.vocab_size, deviation)
         else:
             tolerance, basis = float_tolerance, "as given"
-    return compare_laws(exact.law, reference,
-                        pair=pair if pair is not None and not isinstance(pair, str)
-                        else _Named(pair, target), float_tolerance=tolerance,
-                        float_tolerance_basis=basis)
+    named = pair if pair is not None and not isinstance(pair, str) else _Named(pair, target)
+    return exact.law, reference, {"pair": named, "float_tolerance": tolerance,
+                                  "float_tolerance_basis": basis}
 
 
 @dataclass(frozen=True)
@@ -374,8 +395,14 @@ def assert_lossless(program: Callable[[Any], Any], target: LanguageModel,
                     ) -> LosslessReport:
     """`check_lossless`, raising `AssertionError` with the report when lossy: the pair and the
     models, the first diverging prefix with both probabilities, the worst sequence."""
-    report = check_lossless(program, target, prompt, max_new_tokens, greedy=greedy, pair=pair,
-                            float_tolerance=float_tolerance, **exact_kwargs)
+    return raise_if_lossy(check_lossless(program, target, prompt, max_new_tokens, greedy=greedy,
+                                         pair=pair, float_tolerance=float_tolerance,
+                                         **exact_kwargs))
+
+
+def raise_if_lossy(report: R) -> R:
+    """``report``, or `AssertionError` with its message when it is not lossless (the ``assert_``
+    form of `check_lossless` and of `dsi_ref.audit.strings.check_lossless_strings`)."""
     if not report.equal:
         raise AssertionError(str(report))
     return report

@@ -976,16 +976,23 @@ def sample_seeds(seed: int, n_samples: int) -> list[int]:
     return [int(w) for w in words]
 
 
-def _outcome(value: Any) -> Outcome:
+def _outcome(value: Any, seed: int | None = None) -> Outcome:
     """One sample as a hashable outcome (`dsi_ref.audit.exact.as_outcome`: a `Run` as its
-    tokens, a list, array or tensor as a tuple; unhashable values refused)."""
+    tokens, a list, array or tensor as a tuple; unhashable values refused). ``None`` is refused
+    too (`InvalidAuditError`): a sampler that forgot its ``return`` would otherwise give an
+    outcome outside every reference law, and a "lossy" verdict."""
+    if value is None:
+        raise InvalidAuditError(
+            f"sample_fn returned None{'' if seed is None else f' for seed {seed}'}: return the "
+            "generated tokens (e.g. run.tokens) or the Run (a missing return statement gives "
+            "None)")
     return as_outcome(value, source="sample_fn returned")
 
 
 def _check_determinism(sample_fn: Callable[[int], Any], drawn: list[tuple[int, Outcome]]) -> None:
     """Draw the seeds of ``drawn`` again: `NondeterministicProgramError` on a different outcome."""
     for s, outcome in drawn:
-        again = _outcome(sample_fn(s))
+        again = _outcome(sample_fn(s), s)
         if again != outcome:
             raise NondeterministicProgramError(
                 f"sample_fn is not a function of its seed: seed {s} gave {outcome!r}, then "
@@ -1017,7 +1024,9 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
     legitimate sampler).
 
     Args:
-        sample_fn: draws one outcome given a seed (a tuple of tokens, a list, or a `Run`).
+        sample_fn: draws one outcome given a seed (a tuple of tokens, a list, or a `Run`; a
+            ``None`` raises `InvalidAuditError`). For a ``program(rng)`` written against
+            `dsi_ref.Randomness`, `dsi_ref.audit.sampling.sample_fn` builds it.
         reference_law: the exact law (e.g. `dsi_ref.target_distribution`).
         n_samples: sample size; ``None`` picks `required_samples` for ``power``.
         alternative: what the power is stated against (default: TV >= 0.1).
@@ -1081,7 +1090,7 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
         listed = list(seeds)
         samples = zip(listed, sample_map(sample_fn, listed), strict=True)
     for s, value in samples:
-        outcome = _outcome(value)
+        outcome = _outcome(value, s)
         counts[outcome] += 1
         if len(first) < determinism_checks:
             first.append((s, outcome))

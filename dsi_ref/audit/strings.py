@@ -5,7 +5,8 @@ outputs — its target ids decoded with the target's tokenizer — is the law of
 target generates alone: `target_string_distribution` pushes the target's law of ids
 (`dsi_ref.audit.laws.target_distribution`, ``N`` target tokens or until EOS) through
 ``decode`` and sums the probabilities of the ids that spell the same string.
-`check_lossless_strings` compares the two laws exactly (`Fraction`s).
+`check_lossless_strings` compares the two laws exactly (`Fraction`s), with every option of
+`dsi_ref.audit.laws.check_lossless`; `assert_lossless_strings` is its ``assert_`` form.
 
 `cross_vocab_pairs` are the toy pairs of the tests, the docs, the benchmark and the audit: a
 target and a drafter with different vocabularies, merges on both sides, with and without BOS/EOS.
@@ -13,20 +14,29 @@ target and a drafter with different vocabularies, merges on both sides, with and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any
+from typing import Any, ClassVar
 
-from ..base.models import LanguageModel, TableLM
+from ..base.errors import InvalidParameterError
+from ..base.models import LanguageModel, Number, TableLM
 from ..base.result import Run
 from ..base.tokenizers import Tokenizer
-from ..decoders.vocab import cross_vocab_speculative
-from .exact import exact_distribution, total_variation
-from .laws import target_distribution
+from ..base.validate import check_int
+from ..decoders.vocab import _conditional, cross_vocab_speculative
+from .exact import Law, exact_distribution
+from .laws import (
+    LosslessReport,
+    compare_laws,
+    exact_comparison,
+    raise_if_lossy,
+    target_distribution,
+)
 
-__all__ = ["CrossVocabPair", "StringReport", "acceptance", "check_lossless_strings",
-           "cross_vocab_pairs", "string_law", "target_string_distribution"]
+__all__ = ["CrossVocabPair", "StringReport", "acceptance", "assert_lossless_strings",
+           "check_lossless_strings", "conditional_law", "cross_vocab_pairs", "string_law",
+           "target_string_distribution"]
 
 F = Fraction
 
@@ -41,6 +51,44 @@ def string_law(law: Mapping[Any, Fraction], tokenizer: Tokenizer) -> dict[str, F
     return out
 
 
+def conditional_law(law: Mapping[tuple[int, ...], Number], prefix: Sequence[int],
+                    vocab_size: int) -> list[Number]:
+    """``ψ_j``, the per-position law of a block of target tokens: the law of ``block[j]`` given
+    ``block[:j] == prefix`` and ``len(block) > j`` (``j = len(prefix)``), over a vocabulary of
+    ``vocab_size`` ids, when ``block`` follows ``law``.
+
+    With ``law`` a `dsi_ref.decoders.vocab.block_law` (the target drafts of one iteration of
+    a drafter of another vocabulary) this is the string-level proposal that SLRS verifies each
+    draft against, and ``prefix=()`` the row of `dsi_ref.decoders.vocab.string_level_drafter`
+    (the same computation, which the decoders use). Exact when ``law`` is.
+
+    Raises:
+        InvalidParameterError: ``vocab_size`` is not an int >= 1, a block of ``law`` continues
+            ``prefix`` with an id outside the vocabulary, or no block does (the event has
+            probability 0: ``ψ`` is undefined there).
+
+    >>> law = {(0, 1): F(1, 2), (0, 2): F(1, 4), (1,): F(1, 4)}
+    >>> [str(x) for x in conditional_law(law, (), 3)]
+    ['3/4', '1/4', '0']
+    >>> [str(x) for x in conditional_law(law, (0,), 3)]
+    ['0', '2/3', '1/3']
+    """
+    vocab_size = check_int("vocab_size", vocab_size, low=1)
+    prefix = tuple(prefix)
+    j = len(prefix)
+    outside = sorted({b[j] for b in law if len(b) > j and b[:j] == prefix
+                      and not (isinstance(b[j], int) and 0 <= b[j] < vocab_size)}, key=repr)
+    if outside:
+        raise InvalidParameterError(f"conditional_law: blocks continue {prefix!r} with "
+                                    f"{outside!r}, not ids of a vocabulary of {vocab_size}")
+    row = _conditional(law, prefix, vocab_size)
+    if row is None:
+        raise InvalidParameterError(f"conditional_law: no block of positive probability "
+                                    f"continues {prefix!r}, so the law of its next token is "
+                                    "undefined")
+    return row
+
+
 def target_string_distribution(target: LanguageModel, tokenizer: Tokenizer,
                                prompt: tuple[int, ...], max_new_tokens: int
                                ) -> dict[str, Fraction]:
@@ -50,50 +98,74 @@ def target_string_distribution(target: LanguageModel, tokenizer: Tokenizer,
 
 
 @dataclass(frozen=True)
-class StringReport:
-    """A decoder's law of output strings against the target's.
+class StringReport(LosslessReport):
+    """A decoder's law of output strings against the target's: a `LosslessReport` whose
+    outcomes are strings, with both laws of ids as well.
+
+    The fields of `LosslessReport` read over strings: ``worst_sequence`` is the string whose
+    probabilities differ most (also ``worst_string``), ``first_diverging_prefix`` the shortest
+    string prefix (the first characters) whose probability of starting the output differs,
+    ``decoder_law`` and ``target_law`` the laws of strings, ``outcomes`` the strings in the
+    support of either.
 
     Attributes:
-        equal: the verdict (the laws are identical as `Fraction`s).
-        tv_distance: their total-variation distance.
-        worst_string: a string whose probabilities differ most (None when equal).
-        decoder_probability, target_probability: its probability under each law.
-        outcomes: strings in the support of either law.
-        decoder_law, target_law: the two laws.
+        decoder_id_law: the exact law of the decoder's ids (what `exact_distribution` gives).
+        target_id_law: the target's law of ids (`target_distribution`).
     """
 
-    equal: bool
-    tv_distance: Fraction
-    worst_string: str | None
-    decoder_probability: Fraction
-    target_probability: Fraction
-    outcomes: int
-    decoder_law: dict[str, Fraction]
-    target_law: dict[str, Fraction]
+    decoder_id_law: Law = field(default_factory=dict)
+    target_id_law: Law = field(default_factory=dict)
 
-    def __bool__(self) -> bool:
-        return self.equal
+    unit: ClassVar[str] = "string"
 
-    def __str__(self) -> str:
-        if self.equal:
-            return f"lossless over strings: output law == target law over {self.outcomes} strings"
-        return (f"LOSSY over strings: TV {self.tv_distance}; P({self.worst_string!r}) = "
-                f"{self.decoder_probability} vs target {self.target_probability}")
+    @property
+    def worst_string(self) -> Any:
+        """``worst_sequence``: the string whose probabilities differ most."""
+        return self.worst_sequence
 
 
 def check_lossless_strings(program: Callable[[Any], Any], target: LanguageModel,
-                           tokenizer: Tokenizer, prompt: tuple[int, ...], max_new_tokens: int
-                           ) -> StringReport:
-    """The exact law of ``tokenizer.decode(program(rng))`` (ids or a `Run`) against the
-    target's law of strings (`target_string_distribution`)."""
-    ours = string_law(exact_distribution(program), tokenizer)
-    theirs = target_string_distribution(target, tokenizer, prompt, max_new_tokens)
-    keys = set(ours) | set(theirs)
-    tv = total_variation(ours, theirs)
-    worst = max(sorted(keys), key=lambda s: abs(ours.get(s, F(0)) - theirs.get(s, F(0))))
-    equal = ours == theirs
-    return StringReport(equal, tv, None if equal else worst, ours.get(worst, F(0)),
-                        theirs.get(worst, F(0)), len(keys), ours, theirs)
+                           tokenizer: Tokenizer, prompt: Sequence[int] = (),
+                           max_new_tokens: int = 1, *, greedy: bool = False, pair: Any = None,
+                           float_tolerance: Fraction | float | None = None,
+                           **exact_kwargs: Any) -> StringReport:
+    """`check_lossless` over output strings: the exact law of ``tokenizer.decode(program(rng))``
+    (``program`` returns ids or a `Run`) against the target's law of strings
+    (`target_string_distribution`).
+
+    Same arguments, options and errors as `check_lossless`: ``greedy``, ``pair`` (named in the
+    message), ``float_tolerance`` (the same default: the TV over strings is at most the TV over
+    ids), and the keyword arguments of `exact_distribution` (``max_paths``, ``progress``,
+    ``merge``, ...). The program is enumerated once: the report holds both laws of strings and
+    both laws of ids (``decoder_id_law``, ``target_id_law``).
+
+    >>> import dsi_ref as dr
+    >>> T = dr.Tokenizer(("a", "b", "ab"))
+    >>> t = dr.TableLM.context_free((F(1, 4), F(1, 4), F(1, 2)))
+    >>> r = check_lossless_strings(lambda rng: (rng.categorical(t.probs(())),), t, T)
+    >>> r.equal, r.target_law["ab"], r.decoder_id_law[(2,)]
+    (True, Fraction(1, 2), Fraction(1, 2))
+    """
+    decoder_ids, target_ids, options = exact_comparison(
+        program, target, prompt, max_new_tokens, greedy=greedy, pair=pair,
+        float_tolerance=float_tolerance, **exact_kwargs)
+    report = compare_laws(string_law(decoder_ids, tokenizer), string_law(target_ids, tokenizer),
+                          **options)
+    return StringReport(**{f.name: getattr(report, f.name) for f in fields(LosslessReport)},
+                        decoder_id_law=decoder_ids, target_id_law=target_ids)
+
+
+def assert_lossless_strings(program: Callable[[Any], Any], target: LanguageModel,
+                            tokenizer: Tokenizer, prompt: Sequence[int] = (),
+                            max_new_tokens: int = 1, *, greedy: bool = False, pair: Any = None,
+                            float_tolerance: Fraction | float | None = None,
+                            **exact_kwargs: Any) -> StringReport:
+    """`check_lossless_strings`, raising `AssertionError` with the report when lossy (the pair
+    and the models, the first diverging string prefix, the worst string), as `assert_lossless`
+    does over ids."""
+    return raise_if_lossy(check_lossless_strings(
+        program, target, tokenizer, prompt, max_new_tokens, greedy=greedy, pair=pair,
+        float_tolerance=float_tolerance, **exact_kwargs))
 
 
 @dataclass(frozen=True)
