@@ -451,6 +451,19 @@ API_CASES: list[tuple[str, Callable[[], object], type[Exception], str]] = [
      "q must be a law"),
     # -- output checks ---------------------------------------------------------------------
     ("check-output-empty", lambda: check_output(""), IPE, "must not be empty"),
+    # -- issue 24: a sampler that returns None (was a silent "lossy"), the string helpers ----
+    ("statistical-audit-returns-none", lambda: dr.statistical_audit(
+        lambda s: None, LAW, 100, on_underpowered="report"), InvalidAuditError,
+     "sample_fn returned None for seed"),
+    ("sample-fn-returns-none", lambda: dr.sample_fn(lambda rng: None)(0), InvalidAuditError,
+     "the program returned None for seed 0"),
+    ("sample-fn-not-callable", lambda: dr.sample_fn(None), InvalidAuditError,
+     "program must be a function"),
+    ("conditional-law-impossible", lambda: dr.conditional_law({(0,): F(1)}, (1,), 2), IPE,
+     "no block of positive probability continues (1,)"),
+    ("check-lossless-strings-tolerance", lambda: dr.check_lossless_strings(
+        lambda rng: (0,), T, dr.Tokenizer(("a", "b")), (), 1, float_tolerance=-1), IPE,
+     "float_tolerance"),
 ]
 
 
@@ -580,6 +593,13 @@ CLI_CASES: list[tuple[str, list[str], str]] = [
     ("timeline-out-no-folder", ["timeline", "--tokens", "2", "--out", "{tmp}/no/t.png"],
      "does not exist"),
     ("timeline-out-folder", ["timeline", "--tokens", "2", "--out", "{tmp}"], "is a folder"),
+    # issue 24: 100,000 tokens ran for minutes in silence; a .txt ended in matplotlib's traceback
+    ("timeline-tokens-huge", ["timeline", "--tokens", "100000"],
+     "--tokens: expected an int <= 1000 (the limit of a timeline), got '100000'"),
+    ("timeline-out-txt", ["timeline", "--tokens", "2", "--out", "{tmp}/x.txt"],
+     "a figure is written as .png, .pdf, .svg; got '.txt'"),
+    ("timeline-out-no-suffix", ["timeline", "--tokens", "2", "--out", "{tmp}/x"],
+     "got no extension"),
     ("bench-json-no-folder", ["bench", "--json", "{tmp}/no/b.json"], "does not exist"),
     ("bench-json-folder", ["bench", "--json", "{tmp}"], "is a folder"),
     ("bench-table-row-no-folder", ["bench", "--table-row", "{tmp}/no/r.csv"], "does not exist"),

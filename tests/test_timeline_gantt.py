@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dsi_ref import Latency
+from dsi_ref import InvalidParameterError, Latency
 from dsi_ref.audit.suite import default_suite
 from dsi_ref.cli import main
+from dsi_ref.commands.args import FIGURE_SUFFIXES
 from dsi_ref.commands.gantt import (
     KIND_STYLE,
     compare_runs,
@@ -17,6 +18,7 @@ from dsi_ref.commands.gantt import (
     timeline_rows,
     timeline_text,
 )
+from dsi_ref.commands.timeline_command import MAX_TOKENS
 
 PAIR = next(p for p in default_suite() if p.name == "bigram")
 
@@ -80,3 +82,30 @@ def test_timeline_command_rejects_a_non_positive_cost(capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit):
         main(["timeline", "--drafter-cost", "0", "--no-plot"])
     assert "must be > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".pdf", b"%PDF"), (".svg", b"<?xml")])
+def test_plot_timelines_writes_every_supported_format(tmp_path: Path, suffix: str,
+                                                      magic: bytes) -> None:
+    pytest.importorskip("matplotlib")
+    runs = compare_runs(PAIR.target, PAIR.drafter, (), 3, 0)
+    assert suffix in FIGURE_SUFFIXES
+    assert plot_timelines(runs, tmp_path / f"t{suffix}").read_bytes().startswith(magic)
+
+
+def test_plot_timelines_refuses_another_format_before_drawing(tmp_path: Path) -> None:
+    """It was matplotlib's ``ValueError: Format 'txt' is not supported`` after the runs."""
+    runs = compare_runs(PAIR.target, PAIR.drafter, (), 3, 0)
+    with pytest.raises(InvalidParameterError, match=r"\.png, \.pdf, \.svg; got '\.txt'"):
+        plot_timelines(runs, tmp_path / "t.txt")
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_longest_timeline_is_accepted_and_one_more_token_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["timeline", "--tokens", str(MAX_TOKENS), "--no-plot"]) == 0
+    assert f"N={MAX_TOKENS}" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        main(["timeline", "--tokens", str(MAX_TOKENS + 1), "--no-plot"])
+    assert info.value.code == 2
+    assert f"expected an int <= {MAX_TOKENS}" in capsys.readouterr().err

@@ -11,21 +11,36 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ..base.errors import InvalidParameterError
 
-__all__ = ["check_output", "check_plotting", "nonnegative_int", "positive_int"]
+__all__ = ["FIGURE_SUFFIXES", "bounded_int", "check_figure", "check_figure_format",
+           "check_output", "check_plotting", "nonnegative_int", "positive_int"]
+
+#: The figure formats a command that draws one writes (matplotlib infers it from the suffix).
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def _int(text: str, low: int) -> int:
+def _int(text: str, low: int, high: int | None = None, why: str = "") -> int:
     try:
         value = int(text)
     except ValueError:
         value = low - 1
     if value < low:
         raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {text!r}")
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"expected an int <= {high}{why}, got {text!r}")
     return value
+
+
+def bounded_int(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an int in ``[low, high]`` (a clear usage error otherwise, with
+    ``why``, e.g. ``" (the limit of a timeline)"``, after the bound)."""
+    def parse(text: str) -> int:
+        return _int(text, low, high, why)
+    return parse
 
 
 def positive_int(text: str) -> int:
@@ -43,6 +58,22 @@ def check_plotting() -> None:
     if importlib.util.find_spec("matplotlib") is None:
         raise InvalidParameterError("drawing the PNG needs matplotlib: pip install "
                                     "'dsi-ref[plot]', or pass --no-plot")
+
+
+def check_figure(path: str | Path) -> Path:
+    """`check_output` and `check_figure_format`: a figure can be written at ``path``."""
+    return check_figure_format(check_output(path))
+
+
+def check_figure_format(path: str | Path) -> Path:
+    """Refuse a figure path whose suffix is not one of `FIGURE_SUFFIXES` (matplotlib would fail
+    only after the work, with a traceback); return it."""
+    out = Path(path)
+    if out.suffix.lower() not in FIGURE_SUFFIXES:
+        raise InvalidParameterError(f"output file {str(out)!r}: a figure is written as "
+                                    f"{', '.join(FIGURE_SUFFIXES)}; got "
+                                    f"{repr(out.suffix) if out.suffix else 'no extension'}")
+    return out
 
 
 def _nearest_existing(path: Path) -> Path:

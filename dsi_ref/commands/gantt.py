@@ -34,6 +34,7 @@ from ..decoders.autoregressive import autoregressive
 from ..decoders.dsi import QueuePolicy, dsi
 from ..decoders.speculative import speculative
 from ..decoders.verification import VerifyRule
+from .args import check_figure_format
 
 __all__ = ["KIND_STYLE", "compare_runs", "plot_timelines", "timeline_rows", "timeline_text"]
 
@@ -112,10 +113,15 @@ def _pyplot() -> Any:
 
 def plot_timelines(runs: Mapping[str, Run], path: Path | str, *, title: str = "") -> Path:
     """One Gantt panel per run (stacked, same time axis): a row per resource, spans coloured by
-    kind (`KIND_STYLE`), commits marked with the committed token. Writes a PNG; returns its path.
+    kind (`KIND_STYLE`), commits marked with the committed token. Writes a PNG (or a PDF or an
+    SVG, by the suffix of ``path``: `dsi_ref.commands.args.FIGURE_SUFFIXES`); returns its path.
+
+    Raises:
+        InvalidParameterError: no run, or ``path`` has another suffix.
     """
     if not runs:
         raise InvalidParameterError("plot_timelines needs at least one run")
+    check_figure_format(path)
     plt = _pyplot()
     from matplotlib.patches import Patch
 

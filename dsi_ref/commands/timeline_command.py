@@ -8,10 +8,22 @@ from pathlib import Path
 
 from ..audit.suite import default_suite
 from ..base.latency import Latency
-from .args import check_output, check_plotting, nonnegative_int, positive_int
+from .args import (
+    FIGURE_SUFFIXES,
+    bounded_int,
+    check_figure,
+    check_plotting,
+    nonnegative_int,
+    positive_int,
+)
 from .gantt import compare_runs, plot_timelines, timeline_text
 
-__all__ = ["install"]
+__all__ = ["MAX_TOKENS", "install"]
+
+#: The largest ``--tokens``: three runs of 1000 tokens take about a second, DSI's time grows
+#: faster than linearly (100,000 tokens ran for minutes, silently), and a chart of more tokens
+#: is unreadable.
+MAX_TOKENS = 1000
 
 
 def _fraction(text: str) -> Fraction:
@@ -27,7 +39,7 @@ def _fraction(text: str) -> Fraction:
 
 def _run(args: argparse.Namespace) -> int:
     if not args.no_plot:
-        check_output(args.out)
+        check_figure(args.out)
         check_plotting()
     pairs = {p.name: p for p in default_suite()}
     pair = pairs[args.model]
@@ -61,7 +73,8 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(the [plot] extra) unless --no-plot.")
     p.add_argument("--model", choices=names, default="bigram",
                    help="model pair of the default suite (default bigram)")
-    p.add_argument("--tokens", type=positive_int, default=8, help="max_new_tokens (default 8)")
+    p.add_argument("--tokens", type=bounded_int(1, MAX_TOKENS, " (the limit of a timeline)"),
+                   default=8, help=f"max_new_tokens (default 8, at most {MAX_TOKENS})")
     p.add_argument("--seed", type=nonnegative_int, default=0,
                    help="Sampler seed shared by the three runs")
     p.add_argument("--lookahead", type=positive_int, default=2,
@@ -78,7 +91,8 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    default="rejection", help="verification rule (default rejection)")
     p.add_argument("--queue", choices=("fifo", "lifo", "any"), default="fifo",
                    help="DSI queue policy (default fifo)")
-    p.add_argument("--out", default="timeline.png", help="PNG path (default timeline.png)")
+    p.add_argument("--out", default="timeline.png",
+                   help=f"figure path, {' '.join(FIGURE_SUFFIXES)} (default timeline.png)")
     p.add_argument("--text", action="store_true", help="also print every span as text")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib needed)")
     p.set_defaults(func=_run)
