@@ -18,6 +18,7 @@ from .audit.strings import (
 from .base.errors import (
     ConstraintDeadEndError,
     InsufficientServersError,
+    InvalidAuditError,
     InvalidDistributionError,
     InvalidParameterError,
     NondeterministicProgramError,
@@ -72,6 +73,7 @@ __all__ = [
     "FunctionLM",
     "GrammarConstraint",
     "InsufficientServersError",
+    "InvalidAuditError",
     "InvalidDistributionError",
     "InvalidParameterError",
     "LanguageModel",

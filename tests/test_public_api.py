@@ -39,6 +39,7 @@ PUBLIC_NAMES = (
     "assert_lossless_strings",  # issue 24, item 2: one checking API for ids and strings
     "block_law", "shared_tokens", "conditional_law",  # issue 24, item 3: string-level helpers
     "sample_fn",  # issue 24, item 4: a program(rng) as the statistical audit's sample function
+    "InvalidAuditError",  # issue 24, item 4: what sample_fn and the statistical audit raise
 )
 
 #: Modules users import by their dotted path (documented as public).
