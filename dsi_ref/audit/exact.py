@@ -182,7 +182,7 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
         try:
             with _Guard(engine, _targets()):
                 try:
-                    law = engine.explore((), engine.run(()), 0)
+                    law = engine.solve()
                 finally:
                     if engine.bar is not None:  # the final counts stay on screen
                         engine.report()
@@ -208,7 +208,7 @@ def _locate(engine: _Engine[Any], changed: list[str]) -> NondeterministicProgram
     one names the path."""
     try:
         with _Guard(engine, _targets()):
-            engine.explore((), engine.run(()), 0)
+            engine.solve()
     except NondeterministicProgramError as located:
         return located
     except Exception:  # the diagnosis failed: report what is known

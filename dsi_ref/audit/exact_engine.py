@@ -7,6 +7,22 @@ events depth first, re-running the program for every other option, and mixes the
 (probabilistic choices) or requires them equal (the scheduler's ``choose``: else a `Witness`).
 Keyed draws split one uniform per key into intervals; ``merge_point`` calls let paths that reach
 the same state share the law of their continuation.
+
+Three things keep the exploration cheap, none of which changes a law:
+
+* **Resuming instead of replaying.** A decoder that offers ``snapshot``/``restore`` at its merge
+  points (`dsi_ref.base.randomness.merge_point`) is not replayed from its start for every
+  branch: the engine keeps the snapshot taken at each fresh merge point (with the depth and the
+  keyed intervals there), and a run that branches below it restores the deepest one on its path
+  when the decoder enters (its ``entry`` merge point), then replays only the choices after it.
+  Only with ``merge=True`` (``merge=False`` is the plain enumeration the cross-checks compare
+  with). Sound because the program is a deterministic function of its choices: the decoder's
+  state after the same choices is the snapshot; its ``restore`` refuses a snapshot of another
+  invocation (other models, prompt, budget or configuration).
+* **Laws as integers over one denominator** (`_ILaw`): a mixture multiplies and adds Python
+  ints instead of normalising `Fraction` s entry by entry; every law is kept reduced, so two
+  laws are equal exactly when their representations are. Converted to `Fraction` s at the end.
+* **Rows cached by identity**: a model row (a tuple) is read exactly once per exploration.
 """
 
 from __future__ import annotations
@@ -15,10 +31,11 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Generic, TypeVar
+from math import gcd, lcm
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from ..base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
-from ..base.randomness import Key, check_options, check_policy_index
+from ..base.randomness import Key, check_options, check_policy_index, check_probability
 from .exact_guard import _changed, _global_states
 from .exact_rows import _exact_probability, exact_row
 from .exact_witness import Law, Witness, WitnessStep, as_outcome, readable
@@ -28,6 +45,12 @@ __all__: list[str] = []
 V = TypeVar("V", bound=Hashable)
 T = TypeVar("T")
 
+
+
+#: A law while the engine works on it: ``(numerators, denominator)``, the probability of an
+#: outcome being its numerator over the common denominator, always reduced (the gcd of the
+#: denominator and every numerator is 1), so that equal laws have equal representations.
+_ILaw: TypeAlias = tuple[dict[Any, int], int]
 
 
 @dataclass
@@ -40,7 +63,8 @@ class _Node:
 
 def _same_node(a: _Node, b: _Node) -> bool:
     """The same choice: kind, key, options and their probabilities."""
-    return a.kind == b.kind and a.labels == b.labels and a.probs == b.probs and a.key == b.key
+    return (a.kind == b.kind and a.labels == b.labels
+            and (a.probs is b.probs or a.probs == b.probs) and a.key == b.key)
 
 
 def _describe(node: _Node) -> str:
@@ -54,15 +78,46 @@ def _describe(node: _Node) -> str:
 
 
 @dataclass
+class _Checkpoint:
+    """A fresh merge point at which the decoder offered a snapshot: where a later run that
+    branches below it resumes (see the module docstring)."""
+
+    depth: int  # choices made before it
+    entries: int  # the ordinal of the decoder's invocation in the run (its entry merge points)
+    scope_outer: tuple[int, ...]  # the choices made before that invocation
+    intervals: dict[Key, tuple[Fraction, Fraction]]  # the live keyed intervals there
+    snapshot: object  # the decoder's copy of its state
+
+
+@dataclass
 class _Event:
-    kind: str  # "choice" | "ckpt" | "merged" | "done"
+    kind: str  # "choice" | "ckpt" | "resume" | "merged" | "done"
     node: _Node | None = None
     key: Hashable = None
     value: Any = None
+    resume: _Checkpoint | None = None  # a "ckpt" with a snapshot
 
 
 class _Stop(Exception):
     pass
+
+
+class _MemoKey:
+    """A merge key with its hash computed once (a state holds `Fraction` s, which are slow to
+    hash, and the key is looked up several times)."""
+
+    __slots__ = ("hash", "key")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _MemoKey) and self.hash == other.hash
+                and self.key == other.key)
 
 
 def _dead(key: Key, committed: tuple[int, ...]) -> bool:
@@ -78,9 +133,12 @@ class _Replay:
     """One run of the program: replays ``prefix``, then takes option 0 at every new choice.
 
     While it replays, each choice must be the one recorded on the engine's stack when the path was
-    first run (`NondeterministicProgramError` otherwise)."""
+    first run (`NondeterministicProgramError` otherwise). With a ``jump``, the decoder that took
+    its snapshot is restored to it when it enters, and the replay goes on from the jump's depth.
+    """
 
-    def __init__(self, engine: _Engine[Any], prefix: tuple[int, ...]) -> None:
+    def __init__(self, engine: _Engine[Any], prefix: tuple[int, ...],
+                 jump: _Checkpoint | None = None) -> None:
         self.engine = engine
         self.prefix = prefix
         self.depth = 0
@@ -88,6 +146,13 @@ class _Replay:
         self.events: list[_Event] = []
         self.intervals: dict[Key, tuple[Fraction, Fraction]] = {}
         self.scope_outer: tuple[int, ...] = ()
+        self.entries = 0
+        self.jump = jump
+        #: the protocol flag the decoders read: this interpreter resumes from snapshots
+        self.resumes = engine.merge
+        #: whether a ``choose`` may depend on its key (a policy function: an oblivious table keyed
+        #: by the decision point), so a decoder must not merge paths whose keys would differ
+        self.keyed_choices = engine.scheduler not in (None, "first", "last")
 
     def path(self) -> tuple[WitnessStep, ...]:
         """The choices this run has made so far."""
@@ -142,11 +207,28 @@ class _Replay:
         return outcomes[pick]
 
     def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        if type(p) is Fraction and (key is None or not self.engine.keyed
+                                    or key not in self.intervals):
+            # the usual coin, a Fraction and a fresh uniform: its options computed once per p
+            coin = self.engine.coins.get(p)
+            if coin is None:
+                coin = self.engine.coins[p] = _coin(p)
+            values, probs_, labels, intervals = coin
+            pick = self._decide(_Node("bernoulli", key, probs_, labels))
+            if key is not None and self.engine.keyed:
+                self.intervals[key] = intervals[pick]
+            return values[pick]
         p, inexact = _exact_probability(p)
         if inexact:
             self.engine.inexact = True
+        if key is not None and self.engine.keyed and key not in self.intervals:
+            # a fresh uniform: u < p on [0, p), else [p, 1); an empty side is not an option
+            values, probs_, labels, intervals = _coin(p)
+            pick = self._decide(_Node("bernoulli", key, probs_, labels))
+            self.intervals[key] = intervals[pick]
+            return values[pick]
         if key is not None and self.engine.keyed:
-            lo, hi = self.intervals.get(key, (Fraction(0), Fraction(1)))
+            lo, hi = self.intervals[key]
             width = hi - lo
             options: list[tuple[bool, tuple[Fraction, Fraction]]] = []
             if lo < min(hi, p):
@@ -174,19 +256,60 @@ class _Replay:
 
     # -- merging --------------------------------------------------------------------------------
     def merge_point(self, state: Hashable, *, entry: bool = False,
-                    committed: tuple[int, ...] | None = None) -> None:
+                    committed: tuple[int, ...] | None = None,
+                    snapshot: Callable[[], object] | None = None,
+                    restore: Callable[[object], bool] | None = None) -> None:
         if entry:
             self.scope_outer = tuple(self.taken)
+            self.entries += 1
+            jump = self.jump
+            if (jump is not None and restore is not None and jump.entries == self.entries
+                    and jump.scope_outer == self.scope_outer and self.depth <= jump.depth
+                    and restore(jump.snapshot)):
+                # the decoder is now where it was at the checkpoint: skip the choices before it
+                self.jump = None
+                self.depth = jump.depth
+                self.taken = list(self.prefix[:jump.depth])
+                self.intervals = dict(jump.intervals)
+                return
         if committed is not None and self.intervals:
             for k in [k for k in self.intervals if _dead(k, committed)]:
                 del self.intervals[k]
         if not self.engine.merge or self.depth < len(self.prefix):
             return
-        key = (self.scope_outer, state, frozenset(self.intervals.items()))
+        # the invocation (its ordinal and the choices before it) names the program point
+        key = _MemoKey((self.entries, self.scope_outer, state,
+                        frozenset(self.intervals.items())))
         if key in self.engine.memo:
             self.events.append(_Event("merged", key=key))
             raise _Stop
-        self.events.append(_Event("ckpt", key=key))
+        resume = None if snapshot is None else _Checkpoint(
+            self.depth, self.entries, self.scope_outer, dict(self.intervals), snapshot())
+        self.events.append(_Event("ckpt", key=key, resume=resume))
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        """A point inside a decoder's step where it can be resumed, without merging: a
+        checkpoint with its snapshot (see `dsi_ref.base.randomness.merge_point`)."""
+        if not self.engine.merge or self.depth < len(self.prefix):
+            return
+        self.events.append(_Event("resume", resume=_Checkpoint(
+            self.depth, self.entries, self.scope_outer, dict(self.intervals), snapshot())))
+
+
+_ZERO = Fraction(0)
+_ONE = Fraction(1)
+
+_Coin = tuple[list[bool], list[Fraction], list[str], list[tuple[Fraction, Fraction]]]
+
+
+def _coin(p: Fraction) -> _Coin:
+    """A Bernoulli draw on a fresh uniform: its outcomes (``True`` when ``u < p``, on
+    ``[0, p)``; ``False`` on ``[p, 1)``; an empty side is not an option), probabilities, labels
+    and intervals. ``p`` is valid (`check_probability`)."""
+    check_probability(p)  # the rule `Sampler` applies
+    values = [v for v, q in ((True, p), (False, 1 - p)) if q > 0]
+    return (values, [p if v else 1 - p for v in values], [str(v) for v in values],
+            [(_ZERO, p) if v else (p, _ONE) for v in values])
 
 
 _Branches = tuple[list[int], list[Fraction], list[str], list[tuple[Fraction, Fraction]], bool]
@@ -223,7 +346,7 @@ class _Engine(Generic[V]):
     first_witness: bool
     scheduler: Any = None
     check_states: bool = False  # the diagnostic run: compare the global states around each run
-    memo: dict[Hashable, Law] = field(default_factory=dict)
+    memo: dict[Hashable, _ILaw] = field(default_factory=dict)
     paths: int = 0
     runs: int = 0
     witnesses: list[Witness] = field(default_factory=list)
@@ -231,6 +354,8 @@ class _Engine(Generic[V]):
     # rows are usually the same tuple objects again and again (model tables): cache by identity,
     # holding a reference so that an id is never reused while cached
     row_cache: dict[int, tuple[object, _Branches]] = field(default_factory=dict)
+    content_cache: dict[tuple[Fraction, ...], _Branches] = field(default_factory=dict)
+    coins: dict[Fraction, _Coin] = field(default_factory=dict)  # `_coin` per probability
     inexact: bool = False  # some draw was given float weights or a float probability
     longest: int = 0  # the most probabilistic or scheduler choices made by one run
     current: _Replay | None = None
@@ -248,7 +373,15 @@ class _Engine(Generic[V]):
 
     def branches(self, weights: Sequence[Fraction | float]) -> _Branches:
         if not isinstance(weights, tuple):
-            return _branches(weights)
+            if type(weights) is not list or not all(type(w) is Fraction for w in weights):
+                return _branches(weights)
+            # a row computed afresh at each draw (a residual): cached by content when it is
+            # made of Fractions alone (equal Fractions are the same weight, whatever object)
+            content = tuple(weights)
+            known = self.content_cache.get(content)
+            if known is None:
+                known = self.content_cache[content] = _branches(content)
+            return known
         hit = self.row_cache.get(id(weights))
         if hit is not None and hit[0] is weights:
             return hit[1]
@@ -274,11 +407,11 @@ class _Engine(Generic[V]):
             f"{_describe(recorded)} when the path was first run, and is now {_describe(now)}",
             path=path)
 
-    def run(self, prefix: tuple[int, ...]) -> list[_Event]:
+    def run(self, prefix: tuple[int, ...], jump: _Checkpoint | None = None) -> list[_Event]:
         self.runs += 1
         if self.runs >= self.next_report:
             self.report()
-        replay = self.current = _Replay(self, prefix)
+        replay = self.current = _Replay(self, prefix, jump)
         before = _global_states() if self.check_states else None
         value: object
         try:
@@ -315,7 +448,15 @@ class _Engine(Generic[V]):
         replay.events.append(_Event("done", value=value))
         return replay.events
 
-    def explore(self, prefix: tuple[int, ...], events: list[_Event], i: int) -> Law:
+    def solve(self) -> Law:
+        """The program's law: the whole exploration, from a first run with no choice replayed."""
+        numerators, denominator = self.explore((), self.run(()), 0, None)
+        return {v: Fraction(n, denominator) for v, n in numerators.items() if n}
+
+    def explore(self, prefix: tuple[int, ...], events: list[_Event], i: int,
+                jump: _Checkpoint | None) -> _ILaw:
+        """The law from event ``i`` of ``events`` (the run of ``prefix``) on; ``jump``: the
+        deepest checkpoint with a snapshot on the path so far."""
         ev = events[i]
         if ev.kind == "done":
             self.paths += 1
@@ -323,25 +464,27 @@ class _Engine(Generic[V]):
                 raise PathLimitError(
                     f"more than {self.max_paths} paths; shrink the problem or raise max_paths "
                     "(a decoder of your own: see merge_point in docs/auditing-your-decoder.md)")
-            return {ev.value: Fraction(1)}
+            return {ev.value: 1}, 1
         if ev.kind == "merged":
             return self.memo[ev.key]
+        if ev.kind == "resume":
+            return self.explore(prefix, events, i + 1, ev.resume)
         if ev.kind == "ckpt":
             if ev.key in self.memo:
                 return self.memo[ev.key]
-            law = self.explore(prefix, events, i + 1)
+            law = self.explore(prefix, events, i + 1, jump if ev.resume is None else ev.resume)
             self.memo[ev.key] = law
             return law
         node = ev.node
         assert node is not None
-        laws: list[Law] = []
+        laws: list[_ILaw] = []
         for b in range(len(node.labels)):
             self.stack.append((node, b))
             if b == 0:
-                law = self.explore(prefix + (0,), events, i + 1)
+                law = self.explore(prefix + (0,), events, i + 1, jump)
             else:
                 branch = prefix + (b,)
-                law = self.explore(branch, self.run(branch), 0)
+                law = self.explore(branch, self.run(branch, jump), 0, jump)
             self.stack.pop()
             laws.append(law)
         if node.probs is not None:
@@ -351,7 +494,7 @@ class _Engine(Generic[V]):
                 witness = Witness(
                     path=tuple(_step(n, c) for n, c in self.stack),
                     options=(node.labels[0], node.labels[b]),
-                    laws=(laws[0], laws[b]),
+                    laws=(_fractions(laws[0]), _fractions(laws[b])),
                     path_probability=_product(n.probs[c] for n, c in self.stack
                                               if n.probs is not None))
                 if self.first_witness:
@@ -384,10 +527,27 @@ def _product(values: Any) -> Fraction:
     return out
 
 
-def _mixture(weights: list[Fraction], laws: list[Law]) -> Law:
-    out: Law = {}
-    for w, law in zip(weights, laws, strict=True):
-        for value, p in law.items():
-            out[value] = out.get(value, Fraction(0)) + w * p
-    return out
+def _fractions(law: _ILaw) -> Law:
+    """An `_ILaw` as a law of `Fraction` s."""
+    numerators, denominator = law
+    return {v: Fraction(n, denominator) for v, n in numerators.items() if n}
 
+
+def _mixture(weights: list[Fraction], laws: list[_ILaw]) -> _ILaw:
+    """``Σ_i weights[i] · laws[i]``, over the least common denominator, reduced."""
+    if len(laws) == 1 and weights[0] == 1:
+        return laws[0]
+    scales = [w.denominator * law[1] for w, law in zip(weights, laws, strict=True)]
+    common = lcm(*scales)
+    factor = weights[0].numerator * (common // scales[0])
+    out = {v: factor * n for v, n in laws[0][0].items()}
+    get = out.get
+    for w, (numerators, _), scale in zip(weights[1:], laws[1:], scales[1:], strict=True):
+        factor = w.numerator * (common // scale)
+        for v, n in numerators.items():
+            out[v] = get(v, 0) + factor * n
+    g = gcd(common, *out.values())
+    if g > 1:
+        out = {v: n // g for v, n in out.items()}
+        common //= g
+    return out, common

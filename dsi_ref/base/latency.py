@@ -13,6 +13,7 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any, TypeAlias
 
 from .errors import InvalidParameterError
@@ -87,9 +88,10 @@ class Latency:
         return cls(drafter=drafter_tpot, target=target_tpot, drafter_first=drafter_ttft,
                    target_first=target_ttft)
 
-    @property
+    @cached_property
     def is_constant(self) -> bool:
-        """True when no cost is random."""
+        """True when no cost is random (computed once: the fields are frozen, and whether each
+        is a mapping cannot change)."""
         return not any(isinstance(getattr(self, n), Mapping)
                        for n in ("drafter", "target", "drafter_first", "target_first"))
 

@@ -67,7 +67,9 @@ class Randomness(Protocol):
 
 
 def merge_point(rng: object, state: Hashable, *, entry: bool = False,
-                committed: tuple[int, ...] | None = None) -> None:
+                committed: tuple[int, ...] | None = None,
+                snapshot: Callable[[], object] | None = None,
+                restore: Callable[[object], bool] | None = None) -> None:
     """Tell an exact interpreter that the rest of the run depends only on ``state``.
 
     Decoders call this at the top of their main loop with every loop-carried variable in
@@ -76,9 +78,22 @@ def merge_point(rng: object, state: Hashable, *, entry: bool = False,
     ``committed`` (the generated tokens decided for good) lets it forget keyed draws that can never
     be asked again: those about decided positions, and those whose context contradicts
     ``committed``. Samplers ignore the call.
+
+    Resuming (optional, both or neither): ``snapshot()`` returns a copy of everything the
+    decoder's run keeps at this point, and ``restore(copy)`` puts such a copy back, so that the
+    run then goes on exactly as the run that took it went on from its merge point; ``restore``
+    returns False (and changes nothing) for a copy it cannot take back (another invocation's). An
+    interpreter that resumes (``rng.resumes`` is true: the exact engine with merging on) then
+    need not replay a decoder from its start for every branch: at the ``entry`` merge point it
+    may restore the snapshot of a later merge point on the same path of choices. Passed to
+    ``rng.merge_point`` only when ``rng.resumes``.
     """
     hint = getattr(rng, "merge_point", None)
-    if hint is not None:
+    if hint is None:
+        return
+    if snapshot is not None and restore is not None and getattr(rng, "resumes", False) is True:
+        hint(state, entry=entry, committed=committed, snapshot=snapshot, restore=restore)
+    else:
         hint(state, entry=entry, committed=committed)
 
 

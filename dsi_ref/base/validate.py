@@ -22,6 +22,8 @@ __all__ = ["check_bool", "check_choice", "check_int", "check_number", "check_see
 
 def is_int(value: object) -> bool:
     """True for an ``int`` or a numpy integer; False for ``bool`` (a flag is not a count)."""
+    if type(value) is int:  # the usual case, without the abstract-class check
+        return True
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return False
     return isinstance(value, numbers.Integral)

@@ -100,10 +100,11 @@ class Instance:
         return len(self.drafter_latency) == 1 and len(self.target_latency) == 1
 
     def dsi_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of `dsi` (lean runs: same law of tokens, more merging)."""
+        """The keyword arguments of `dsi` (lean runs that keep no time: the same law of tokens,
+        far more merging)."""
         return {"lookahead": self.lookahead, "sp_degree": self.sp_degree,
                 "latency": self.latency(), "verify": self.verify, "queue": self.queue,
-                "block_windows": self.block_windows, "record": False}
+                "block_windows": self.block_windows, "record": False, "keep_time": False}
 
     def family(self) -> tuple[str, ...]:
         """The families this instance belongs to (what a search reports as covered)."""

@@ -2,23 +2,45 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 import struct
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from fractions import Fraction
 from functools import partial
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number, Prefix, checked_probs
+from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..base.validate import check_int, is_int
+from .verification import RULES
 
-__all__ = ["FixedParts", "NoMerge", "Recorder", "attribute_state",
-           "check_inputs", "check_rng", "fingerprint", "model_probs", "model_reader",
-           "overridden", "slot_names"]
+__all__ = [
+    "DEFAULT_LATENCY",
+    "CostLaw",
+    "FixedParts",
+    "NoMerge",
+    "PrefixKey",
+    "Recorder",
+    "attribute_state",
+    "check_inputs",
+    "check_rng",
+    "cost_laws",
+    "fingerprint",
+    "forward_cost",
+    "model_probs",
+    "model_reader",
+    "overridden",
+    "resumes",
+    "same_parts",
+    "slot_names",
+    "stateless_rule",
+]
 
 
 def model_probs(model: LanguageModel, prefix: Prefix) -> tuple[Number, ...]:
@@ -39,6 +61,9 @@ def model_reader(model: LanguageModel) -> Callable[[Prefix], tuple[Number, ...]]
 
 
 _UNCHECKED: object = object()
+#: The default costs (`Latency()`), made once: a `Latency` is immutable, and validating it is a
+#: visible share of a short run (the exact engine runs a decoder thousands of times).
+DEFAULT_LATENCY = Latency()
 
 
 def check_rng(rng: object) -> None:
@@ -87,6 +112,57 @@ def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: i
     return tuple(int(tok) for tok in prompt)
 
 
+#: A forward's cost as `forward_cost` reads it: a constant, or a random cost's law as
+#: ``(values, weights)`` in its mapping's order.
+CostLaw: TypeAlias = "Time | tuple[tuple[Time, ...], tuple[Number, ...]]"
+#: `cost_laws` per `Latency` object, by identity with a reference held, with the items of each
+#: random cost's mapping as read (a mapping changed since is read again).
+_COST_LAWS: dict[int, tuple[Latency, tuple[object, ...], dict[tuple[str, bool], CostLaw]]] = {}
+
+
+def _cost_items(latency: Latency) -> tuple[object, ...]:
+    return tuple(tuple(value.items()) if isinstance(value, Mapping) else value
+                 for value in (latency.drafter, latency.target, latency.drafter_first,
+                               latency.target_first))
+
+
+def cost_laws(latency: Latency) -> dict[tuple[str, bool], CostLaw]:
+    """Per ``(model, first)``: the cost `Latency.cost` gives, read once per `Latency` object
+    (the run's hot path; shared, read only): a constant, or the law of a random cost as
+    ``(values, weights)`` tuples in the mapping's order (the same draw as `Latency.cost`'s, its
+    weights a tuple that interpreters cache by identity)."""
+    items = _cost_items(latency) if not latency.is_constant else ()
+    hit = _COST_LAWS.get(id(latency))
+    if hit is not None and hit[0] is latency and hit[1] == items:
+        return hit[2]
+    laws: dict[tuple[str, bool], CostLaw] = {}
+    for model in ("drafter", "target"):
+        for first in (True, False):
+            value = getattr(latency, f"{model}_first") if first else None
+            if value is None:
+                value = getattr(latency, model)
+            if isinstance(value, Mapping):
+                values = tuple(value)
+                laws[model, first] = (values, tuple(value[v] for v in values))
+            else:
+                laws[model, first] = value
+    if len(_COST_LAWS) >= 256:
+        _COST_LAWS.clear()
+    _COST_LAWS[id(latency)] = (latency, items, laws)
+    return laws
+
+
+def forward_cost(laws: dict[tuple[str, bool], CostLaw], model: str, first: bool,
+                 rng: Randomness) -> Time:
+    """The cost of one forward of ``model`` (its first or a later one), drawn through ``rng``
+    when random: `Latency.cost` with the laws of `cost_laws`."""
+    law = laws[model, first]
+    if type(law) is tuple:
+        values, weights = law
+        return values[rng.categorical(weights)]
+    return cast(Time, law)
+
+
 class Recorder:
     """The virtual clock and the trace of one sequential run (non-SI and SI)."""
 
@@ -98,20 +174,14 @@ class Recorder:
         self.trace: list[Event] = []
         self.stats = dict.fromkeys(stats, 0)
         self.first = {"drafter": True, "target": True}
-        # constant costs looked up once (the sampling hot path); random ones are drawn per call
-        self.costs: dict[tuple[str, bool], Time] | None = None
-        if latency.is_constant:
-            self.costs = {(m, f): latency.cost(m, f, None)  # type: ignore[arg-type]
-                          for m in ("drafter", "target") for f in (True, False)}
+        # the costs read once per Latency (the sampling hot path); random ones drawn per call
+        self.costs = cost_laws(latency)
 
     def forward(self, model: str, kind: str, positions: tuple[int, ...], rng: object,
                 note: str = "") -> None:
         """Advance the clock by one forward of ``model`` and record it."""
         first = self.first[model]
-        if self.costs is not None:
-            cost = self.costs[model, first]
-        else:
-            cost = self.latency.cost(model, first, rng)  # type: ignore[arg-type]
+        cost = forward_cost(self.costs, model, first, rng)  # type: ignore[arg-type]
         if first:
             self.first[model] = False
         end = self.time + cost
@@ -132,9 +202,78 @@ class Recorder:
         return Run(tuple(tokens), self.time, tuple(self.trace), dict(self.stats))
 
 
+#: `PrefixKey`'s table: ``(id of a list's prefix, next item) -> id of the longer prefix``.
+_PREFIXES: dict[tuple[int, object], int] = {}
+#: Ids handed out so far (never reused, even after the table is cleared).
+_PREFIX_IDS = itertools.count(1)
+#: `_PREFIXES` is cleared past this many entries (ids already handed out stay unique).
+_PREFIX_TABLE_SIZE = 1 << 20
+
+
+class PrefixKey:
+    """An int that names the contents of a list that only grows (a trace), kept up to date in
+    time proportional to what was appended: two lists get the same id only when their items are
+    equal one by one (each id is handed out once, for one ``(shorter prefix, item)`` pair; the
+    empty list is 0). A merge state can then hold the id instead of the whole list, which would
+    be hashed again at every merge point.
+
+    ``of(items)`` reads ``items``, which must extend the list the key last read (or be it);
+    `state`/`set_state` save and restore the key with a copy of the list it read.
+    """
+
+    __slots__ = ("id", "length")
+
+    def __init__(self) -> None:
+        self.id = 0
+        self.length = 0
+
+    def of(self, items: Sequence[object]) -> int:
+        """The id of ``items``."""
+        if len(items) < self.length:
+            self.id, self.length = 0, 0
+        for i in range(self.length, len(items)):
+            pair = (self.id, items[i])
+            known = _PREFIXES.get(pair)
+            if known is None:
+                if len(_PREFIXES) >= _PREFIX_TABLE_SIZE:
+                    _PREFIXES.clear()
+                known = _PREFIXES[pair] = next(_PREFIX_IDS)
+            self.id = known
+        self.length = len(items)
+        return self.id
+
+    def state(self) -> tuple[int, int]:
+        """The id and the length it covers (for a snapshot of the list)."""
+        return self.id, self.length
+
+    def set_state(self, state: tuple[int, int]) -> None:
+        """Back to a `state`, with the list restored to the copy saved with it."""
+        self.id, self.length = state
+
+
 def merge_hint(rng: object) -> Callable[..., None] | None:
     """The exact engine's ``merge_point`` method when ``rng`` has one."""
     return getattr(rng, "merge_point", None)
+
+
+def resumes(rng: object) -> bool:
+    """Whether ``rng`` resumes runs from snapshots taken at their merge points (``rng.resumes``:
+    the exact engine with merging on; see `dsi_ref.base.randomness.merge_point`)."""
+    return getattr(rng, "resumes", False) is True
+
+
+def stateless_rule(rule: object) -> bool:
+    """Whether ``rule`` is one of the built-in rule objects (`dsi_ref.decoders.verification.RULES`),
+    which keep nothing between calls: a snapshot of a run need not copy anything of it."""
+    return any(rule is builtin for builtin in RULES.values())
+
+
+def same_parts(saved: Sequence[object], now: Sequence[object]) -> bool:
+    """Whether the parts a run was built on when a snapshot was taken (models, prompt, budget,
+    configuration, rule) are those of the run that restores it: the same objects, or equal
+    values of the same type."""
+    return len(saved) == len(now) and all(a is b or (type(a) is type(b) and a == b)
+                                          for a, b in zip(saved, now, strict=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,6 +431,14 @@ def overridden(cls: type, base: type, names: Iterable[str] | None = None) -> boo
     return any(getattr(cls, n, None) is not getattr(base, n, None) for n in names)
 
 
+_NOTHING: frozenset[str] = frozenset()
+
+
+def _same_item(now: tuple[object, object], before: tuple[object, object]) -> bool:
+    """The same key, bound to the very same object."""
+    return now[0] == before[0] and now[1] is before[1]
+
+
 class FixedParts:
     """The objects a run is built on (models, ``rng``, config, rule...), as they stand before
     its first merge point: a function of the choices made before it (which the engine's scope
@@ -306,13 +453,19 @@ class FixedParts:
 
     def __init__(self, run: object, names: Sequence[str]) -> None:
         self.names = tuple(names)
-        self.objects = tuple(getattr(run, name, _MISSING) for name in self.names)
+        self.objects = tuple([getattr(run, name, _MISSING) for name in self.names])
         # a dict of parts (the readers) is checked item by item
-        self.contents = tuple(tuple(obj.items()) for obj in self.objects if type(obj) is dict)
+        self.contents = tuple([tuple(obj.items()) for obj in self.objects if type(obj) is dict])
 
     def changed(self, run: object) -> frozenset[str]:
         """The parts that are no longer the very object they were (a dict: with the same
         items); empty on the usual path."""
+        current = [getattr(run, name, _MISSING) for name in self.names]
+        if all(map(operator.is_, current, self.objects)) and all(
+                len(obj) == len(before) and all(map(_same_item, obj.items(), before))
+                for obj, before in zip([o for o in current if type(o) is dict], self.contents,
+                                       strict=True)):
+            return _NOTHING  # the usual path: every part is what it was
         out = frozenset(name for name, obj in zip(self.names, self.objects, strict=True)
                         if getattr(run, name, _MISSING) is not obj)
         dicts = [(name, obj) for name, obj in zip(self.names, self.objects, strict=True)

@@ -15,142 +15,35 @@ chosen by ``rng.choose`` (canonical order first: the drafter, then tasks by star
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Literal
 
-from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
-from ..base.validate import check_choice, check_int
 from .common import (
+    DEFAULT_LATENCY,
+    CostLaw,
     FixedParts,
+    PrefixKey,
     check_inputs,
+    cost_laws,
+    forward_cost,
     merge_hint,
     model_probs,
     overridden,
     own_parts,
+    resumes,
+    stateless_rule,
 )
+from .dsi_parts import QUEUE_POLICIES, DraftForward, DSIConfig, QueuePolicy, Task
+from .dsi_resume import restore, run_resuming, snapshot
 from .verification import Decision, Rule, VerifyRule, as_rule, decide_window, is_window_rule
 
-__all__ = ["DSIConfig", "DSIRun", "DraftForward", "Task", "dsi"]
-
-QueuePolicy = Literal["fifo", "lifo", "any"]
-QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fifo", "lifo", "any")
-
-
-@dataclass(frozen=True)
-class DSIConfig:
-    """Parameters of DSI, validated on construction.
-
-    Args:
-        lookahead: drafts per verification task (``k``), ``>= 1``.
-        sp_degree: number of target servers (``SP``), ``>= 1``; with ``SP >= 2`` one is reserved
-            for the frontier task.
-        latency: forward costs (default: target 1, drafter 1/10).
-        verify: ``"rejection"``, ``"exact_match"``, ``"greedy"``, or a `Rule` object.
-        queue: order in which waiting verification tasks get a server.
-        sample_drafts_at: ``"end"`` (default) samples a draft when its forward completes;
-            ``"start"`` samples it when the forward starts, so that a scheduler may see the
-            content of a forward still in flight (the content-aware adversary).
-        block_windows: how a window rule (``verify="block"``) cuts the drafts into blocks
-            (docs/dsi-semantics.md, "Block decisions"): ``"fixed"`` (default) decides each
-            verification task's window as one block, once all its rows are supplied;
-            ``"maximal"`` decides, whenever ``p`` is supplied at the frontier, the longest run of
-            drafts with ``p`` supplied (the frontier task alone decides one draft).
-        record: keep the trace and the counters (default). ``False`` gives a lean run (empty
-            ``trace`` and ``stats``) whose exact enumeration merges every two paths that agree
-            on what the future depends on — far fewer paths; use it when only ``tokens`` and
-            ``time`` matter (see Note: why a lean run merges more, in `DSIRun.state`).
-    """
-
-    lookahead: int
-    sp_degree: int
-    latency: Latency = field(default_factory=Latency)
-    verify: VerifyRule | Rule = "rejection"
-    queue: QueuePolicy = "fifo"
-    sample_drafts_at: Literal["end", "start"] = "end"
-    record: bool = True
-    block_windows: Literal["fixed", "maximal"] = "fixed"
-
-    def __post_init__(self) -> None:
-        for name in ("lookahead", "sp_degree"):
-            object.__setattr__(self, name, check_int(name, getattr(self, name)))
-        try:
-            as_rule(self.verify)
-        except (TypeError, ValueError) as error:
-            raise InvalidParameterError(str(error)) from None
-        check_choice("queue", self.queue, QUEUE_POLICIES)
-        check_choice("sample_drafts_at", self.sample_drafts_at, ("end", "start"))
-        check_choice("block_windows", self.block_windows, ("fixed", "maximal"))
-        if not isinstance(self.latency, Latency):
-            raise InvalidParameterError("latency must be a dsi_ref.Latency")
-        if not isinstance(self.record, bool):
-            raise InvalidParameterError(f"record must be a bool, got {self.record!r}")
-
-
-@dataclass(eq=False)
-class Task:
-    """A target forward, queued or running: it supplies ``p`` at positions ``first..last``,
-    built on the drafts at ``first..last-1`` (a verification task), or ``p`` at the frontier
-    alone (``frontier``: the frontier task).
-
-    Attributes:
-        id: the task's number in submit order (names it in trace labels).
-        first, last: the positions it supplies ``p`` at.
-        context: the generated tokens before ``last`` (committed + drafts) it was built on.
-        frontier: whether it is the frontier task.
-        submitted: when it was submitted.
-        server, start, end: where and when it runs (``None`` while queued; a wall-clock engine
-            leaves ``end`` unknown until the forward returns).
-    """
-
-    id: int
-    first: int
-    last: int
-    context: tuple[int, ...]  # generated tokens before `last` (committed + drafts)
-    frontier: bool
-    submitted: Time
-    server: int | None = None
-    start: Time | None = None
-    end: Time | None = None
-
-    @property
-    def label(self) -> str:
-        """How the trace names the task, e.g. ``task#3(verify 4..6)``."""
-        kind = "frontier" if self.frontier else "verify"
-        return f"task#{self.id}({kind} {self.first}..{self.last})"
-
-    def key(self) -> tuple[object, ...]:
-        """The task's fields as a hashable tuple (for `DSIRun.state`)."""
-        return (self.id, self.first, self.last, self.context, self.frontier, self.submitted,
-                self.server, self.start, self.end)
-
-
-@dataclass(eq=False)
-class DraftForward:
-    """The drafter's forward in flight for ``position``, from ``start`` to ``end``: ``row`` is
-    ``q`` there, and ``token`` the draft when it is sampled at the start (content visible in
-    flight), else ``None`` until the forward completes."""
-
-    position: int
-    start: Time
-    end: Time
-    token: int | None  # sampled at the start (content visible in flight) or None
-    row: tuple[Number, ...]
-
-    @property
-    def label(self) -> str:
-        """How the trace and the schedulers name the forward."""
-        token = "" if self.token is None else f", token {self.token}"
-        return f"drafter(position {self.position}{token})"
-
-    def key(self) -> tuple[object, ...]:
-        """The forward's fields as a hashable tuple (for `DSIRun.state`)."""
-        return (self.position, self.start, self.end, self.token)
+__all__ = ["QUEUE_POLICIES", "DSIConfig", "DSIRun", "DraftForward", "QueuePolicy", "Task", "dsi"]
 
 
 class DSIRun:
@@ -160,6 +53,15 @@ class DSIRun:
     engine's `dsi_ref.backends.engine`); use `dsi` to run it. Its target forwards are `Task`
     objects and the drafter's forward in flight a `DraftForward`.
     """
+
+    # where a resuming run is (set by `dsi_resume.run_resuming`, kept in its snapshots): the
+    # events still due at ``now`` (``None``: none), the step it was stopped at, whether an event
+    # of the batch was delivered, the trace's `PrefixKey`, and which steps may draw
+    _due: list[DraftForward | Task] | None
+    _step: tuple[object, ...] | None
+    _due_started: bool
+    _trace_key: PrefixKey
+    _draws: tuple[bool, bool]
 
     def __init__(self, target: LanguageModel, drafter: LanguageModel, prompt: tuple[int, ...],
                  max_new_tokens: int, rng: Randomness, config: DSIConfig) -> None:
@@ -187,6 +89,8 @@ class DSIRun:
                                     "frontier_tasks", "preempted_tasks", "preempted_drafts",
                                     "max_busy_servers"), 0)
         self._fixed = FixedParts(self, _FIXED)
+        self._laws: tuple[Latency, dict[tuple[str, bool], CostLaw]] = (
+            config.latency, cost_laws(config.latency))
 
     # -- the speculative sequence --------------------------------------------------------------
     @property
@@ -208,7 +112,7 @@ class DSIRun:
             self.drafting = None  # nothing is drafted past the budget or past EOS
             return
         row = model_probs(self.drafter, self.prompt + context)        # q(. | spec sequence)
-        cost = self.cfg.latency.cost("drafter", self.drafter_first, self.rng)
+        cost = self._cost("drafter", self.drafter_first)
         self.drafter_first = False
         token = (self.rule.draft(row, self.rng, context)
                  if self.cfg.sample_drafts_at == "start" else None)
@@ -217,6 +121,15 @@ class DSIRun:
     def finish_draft(self, d: DraftForward) -> None:
         """Deliver a draft ``x ~ q``; submit a verification task when its window is full (or at
         position ``N - 1``, or at an EOS draft); draft on."""
+        window = self._deliver_draft(d)
+        if window is not None:
+            self.submit(*window)
+            self.window_start = d.position + 1
+        self.start_drafting()
+
+    def _deliver_draft(self, d: DraftForward) -> tuple[int, int] | None:
+        """`finish_draft` up to the submission: the draft delivered; the positions of the
+        verification task to submit, if its window is now complete."""
         context = self.spec()
         token = d.token if d.token is not None else self.rule.draft(d.row, self.rng, context)
         self.drafts.append(token)
@@ -226,9 +139,8 @@ class DSIRun:
         self.drafting = None
         window_full = d.position + 1 - self.window_start >= self.cfg.lookahead
         if window_full or d.position == self.n - 1 or token == self.eos:
-            self.submit(self.window_start, min(d.position + 1, self.n - 1))
-            self.window_start = d.position + 1
-        self.start_drafting()
+            return self.window_start, min(d.position + 1, self.n - 1)
+        return None
 
     def preempt_drafting(self, why: str) -> None:
         """Drop the draft in flight (recorded in the trace)."""
@@ -237,6 +149,13 @@ class DSIRun:
             self.trace.append(Event("drafter", "preempted", d.start, self.now, (d.position,), why))
             self.stats["preempted_drafts"] += 1
             self.drafting = None
+
+    def _cost(self, model: str, first: bool) -> Time:
+        """One forward's cost (`Latency.cost`, its laws read once per run: `cost_laws`)."""
+        latency = self.cfg.latency
+        if self._laws[0] is not latency:
+            self._laws = (latency, cost_laws(latency))
+        return forward_cost(self._laws[1], model, first, self.rng)
 
     # -- target servers ------------------------------------------------------------------------
     def submit(self, first: int, last: int, frontier: bool = False) -> None:
@@ -281,7 +200,7 @@ class DSIRun:
 
     def run_on(self, task: Task, server: int) -> None:
         """Start ``task`` on ``server`` now (TTFT for the server's first forward, TPOT after)."""
-        cost = self.cfg.latency.cost("target", self.server_first[server], self.rng)
+        cost = self._cost("target", self.server_first[server])
         self.server_first[server] = False
         if task.submitted != self.now:
             self.trace.append(Event(f"target-{server}", "wait", task.submitted, self.now,
@@ -336,6 +255,11 @@ class DSIRun:
     # -- committer -----------------------------------------------------------------------------
     def commit_ready(self, source: Task) -> None:
         """Decide positions left to right while some finished task supplies p at the frontier."""
+        if self._commit_decisions(source):
+            self._after_commits()
+
+    def _commit_decisions(self, source: Task) -> bool:
+        """`commit_ready`'s decisions; whether the frontier moved."""
         moved = False
         while not self.done and self.frontier in self.supplied:
             decisions = self.decide_at_frontier()
@@ -357,8 +281,11 @@ class DSIRun:
                     continue
                 self.invalidate(f"{decision.kind} at {position}")
                 break
-        if not moved:
-            return
+        return moved
+
+    def _after_commits(self) -> None:
+        """`commit_ready` after the frontier moved: stale tasks preempted, the frontier task
+        resubmitted (or everything stopped at the end)."""
         # tasks with nothing left to supply are stale
         for task in [t for t in self.tasks + self.queue if not t.frontier
                      and t.last < self.frontier]:
@@ -427,18 +354,46 @@ class DSIRun:
         same future merge. That is `DSIRun`'s own code: a subclass that overrides any method
         may read the history, so its lean runs keep it in the state (see `own_state`).
         """
+        return self._state(self.own_state())
+
+    def _state(self, own: Hashable, trace: Hashable = None) -> tuple[object, ...]:
+        """`state` with ``own`` as its `own_state` (and ``trace`` for the trace, when given)."""
+        if (not self.cfg.keep_time and not _overrides(type(self))
+                and not getattr(self.rng, "keyed_choices", True)):
+            return (*self._relative_state(), own)
         lean = (tuple(self.committed), tuple(self.drafts), self.window_start,
                 self.drafting.key() if self.drafting else None,
                 tuple(t.key()[1:] for t in self.tasks), tuple(t.key()[1:] for t in self.queue),
                 self.frontier_waiting.key()[1:] if self.frontier_waiting else None,
                 tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()),
                 self.now)
-        own = self.own_state()
         if not self.cfg.record and not _overrides(type(self)):
             return (*lean, own)
         return (*lean, tuple(t.id for t in self.tasks), tuple(t.id for t in self.queue),
-                self.frontier_waiting.id if self.frontier_waiting else None, tuple(self.trace),
-                tuple(self.stats.items()), self.next_id, own)
+                self.frontier_waiting.id if self.frontier_waiting else None,
+                tuple(self.trace) if trace is None else trace, tuple(self.stats.items()),
+                self.next_id, own)
+
+    def _relative_state(self) -> tuple[object, ...]:
+        """The lean state with every time taken relative to ``now`` (``keep_time=False``): the
+        rest of a run that returns no time depends on when its forwards in flight end relative
+        to now, not on now. Only when the scheduler's choices do not read their keys (which hold
+        ``now``): `dsi_ref.audit.exact`'s ``keyed_choices`` is false."""
+        now = self.now
+
+        def task(t: Task) -> tuple[object, ...]:
+            return (t.first, t.last, t.context, t.frontier, t.submitted - now, t.server,
+                    None if t.start is None else t.start - now,
+                    None if t.end is None else t.end - now)
+
+        drafting = self.drafting
+        waiting = self.frontier_waiting
+        return (tuple(self.committed), tuple(self.drafts), self.window_start,
+                None if drafting is None else (drafting.position, drafting.start - now,
+                                               drafting.end - now, drafting.token),
+                tuple([task(t) for t in self.tasks]), tuple([task(t) for t in self.queue]),
+                None if waiting is None else task(waiting),
+                tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()))
 
     def own_state(self) -> Hashable:
         """The part of `state` that `DSIRun`'s own fields do not give: ``done`` and a
@@ -483,6 +438,8 @@ class DSIRun:
         until the last position is committed."""
         hint = merge_hint(self.rng)
         self._fixed = FixedParts(self, _FIXED)  # what the run is built on, before it starts
+        if hint is not None and resumes(self.rng) and self._resumable():
+            return run_resuming(self, hint)
         if not self.done:
             self.start_drafting()
             self.submit(0, 0, frontier=True)
@@ -505,10 +462,43 @@ class DSIRun:
                         self.finish_draft(event)
                 elif event in self.tasks:
                     self.finish_task(event)
+        return self.result()
+
+    def result(self) -> Run:
+        """The finished `Run` (no trace and no counters when ``record=False``)."""
         if not self.cfg.record:
-            return Run(tuple(self.committed), self.now)
+            return Run(tuple(self.committed), self.now if self.cfg.keep_time else math.nan)
         return Run(tuple(self.committed), self.now, tuple(self.trace), dict(self.stats))
 
+    # -- resuming (the exact engine's snapshots: `dsi_ref.decoders.dsi_resume`) ----------------
+    def _snapshot(self) -> object:
+        """Everything the run keeps, as immutable values (`dsi_resume.snapshot`)."""
+        return snapshot(self)
+
+    def _restore(self, saved: object) -> bool:
+        """Back to a `_snapshot` of this invocation (`dsi_resume.restore`)."""
+        return restore(self, saved)
+
+    def _resumable(self) -> bool:
+        """Whether `_snapshot` copies everything the rest of the run depends on: `DSIRun`'s own
+        code (not a subclass) and a built-in rule. That is the fields of `state` with the trace,
+        counters and ids, the servers' ``busy`` list and the drafts' rows that `DSIRun`'s code
+        keeps in step with them, and where the run is (``_step``, ``_due``), besides the fixed
+        parts."""
+        return type(self) is DSIRun and stateless_rule(self.rule)
+
+    def _parts(self) -> tuple[object, ...]:
+        return (self.target, self.drafter, self.prompt, self.n, self.cfg, self.rule)
+
+    def _state_resuming(self) -> tuple[object, ...]:
+        """`state`, as it is for `DSIRun`'s own code on a built-in rule (`_resumable`: no method
+        overridden, the parts never rebound, the rule without attributes): ``own_state`` is
+        ``(done, (), (), ())`` unless the run was given attributes of its own."""
+        if self.__dict__.keys() <= _ACCOUNTED and not vars(self.rule):
+            # the trace as the id of its contents (`PrefixKey`): hashed once per event
+            return self._state((self.done, (), (), ()), ("trace", self._trace_key.of(self.trace))
+                               if self.cfg.record else None)
+        return self.state()
 
 #: The parts a `DSIRun` is built on (`DSIRun.own_state`).
 _FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule")
@@ -517,7 +507,8 @@ _FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule")
 _ACCOUNTED = frozenset(_FIXED) | {
     "now", "committed", "drafts", "draft_rows", "window_start", "drafting", "drafter_first",
     "tasks", "queue", "frontier_waiting", "busy", "server_first", "supplied", "trace",
-    "next_id", "done", "stats", "_fixed"}
+    "next_id", "done", "stats", "_fixed", "_laws", "_due", "_step", "_due_started", "_trace_key",
+    "_draws"}
 #: Per class, whether it overrides a method of `DSIRun`.
 _OVERRIDES: dict[type, bool] = {}
 
@@ -534,16 +525,19 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
         max_new_tokens: int, rng: Randomness, lookahead: int = 2, sp_degree: int = 2,
         latency: Latency | None = None, verify: VerifyRule | Rule = "rejection",
         queue: QueuePolicy = "fifo", *, sample_drafts_at: Literal["end", "start"] = "end",
-        record: bool = True, block_windows: Literal["fixed", "maximal"] = "fixed") -> Run:
+        record: bool = True, block_windows: Literal["fixed", "maximal"] = "fixed",
+        keep_time: bool = True) -> Run:
     """Distributed speculative inference on the virtual clock (docs/dsi-semantics.md).
 
     Returns a `Run`: the committed tokens (lossless for every scheduler that cannot see drafts
     in flight — `dsi_ref.audit.schedulers` states and checks the classes), the latency (time of the
     last commit) and the trace (drafts, verify/frontier forwards, waits, preemptions, commits).
     ``record=False`` returns no trace and no counters, and lets the exact engine merge far more
-    paths (`DSIConfig`); the law of ``(tokens, time)`` is the same.
+    paths (`DSIConfig`); the law of ``(tokens, time)`` is the same. ``keep_time=False`` (with
+    ``record=False``) returns no time either (``Run.time`` is NaN) and merges more still: the same
+    law of ``tokens``.
     """
-    config = DSIConfig(lookahead, sp_degree, Latency() if latency is None else latency, verify,
-                       queue, sample_drafts_at, record, block_windows)
+    config = DSIConfig(lookahead, sp_degree, DEFAULT_LATENCY if latency is None else latency,
+                       verify, queue, sample_drafts_at, record, block_windows, keep_time)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return DSIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

@@ -27,23 +27,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeAlias, cast
 
 from ..base.errors import InvalidParameterError
-from ..base.latency import Latency
+from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number, Prefix
 from ..base.randomness import Randomness
-from ..base.result import Run
+from ..base.result import Event, Run
 from ..base.validate import check_int
 from .common import (
+    DEFAULT_LATENCY,
     FixedParts,
     NoMerge,
+    PrefixKey,
     Recorder,
     check_inputs,
     merge_hint,
     model_reader,
     overridden,
     own_parts,
+    resumes,
+    same_parts,
+    stateless_rule,
 )
 from .verification import Decision, Rule, VerifyRule, as_rule, decide_window, is_window_rule
 
@@ -59,6 +64,13 @@ NON_SI_STATS = ("target_forwards", "bonus")
 ModelName = Literal["drafter", "target"]
 #: Next-token rows of one forward: ``rows[i]`` is a distribution over the vocabulary.
 Rows = Sequence[Sequence[Number]]
+#: What `SIRun._snapshot` keeps: the fixed parts, tokens, done, the recorder's clock, trace,
+#: counters and first flags, and where the run is in an iteration with its scratch.
+_Snapshot: TypeAlias = tuple[tuple[object, ...], tuple[int, ...], bool, Time, tuple[Event, ...],
+                             tuple[tuple[str, int], ...], tuple[tuple[str, bool], ...],
+                             tuple[str, int], int, tuple[int, ...], tuple[int, ...],
+                             tuple[Sequence[Number], ...], tuple[Sequence[Number], ...],
+                             tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -269,12 +281,142 @@ class SIRun:
         """Iterate until ``N`` tokens are committed or EOS is."""
         hint = merge_hint(self.rng)
         self._fixed = FixedParts(self, _FIXED)  # what the run is built on, before it starts
+        if hint is not None and resumes(self.rng) and self._resumable():
+            return self._run_resuming(hint)
         while len(self.tokens) < self.n and not self.done:
             if hint:
                 hint(self.state(), entry=self.stats["iterations"] == 0,
                      committed=tuple(self.tokens))
             self.iterate()
         return self.result()
+
+    # -- resuming (the exact engine's snapshots; see `dsi_ref.base.randomness.merge_point`) ---
+    def _run_resuming(self, hint: Callable[..., None]) -> Run:
+        """`run` for an interpreter that resumes (`SIRun`'s own code only, `_resumable`): the
+        same merge points, with snapshots, and resume points inside each iteration
+        (`_iterate_resuming`), so that a run restored by the engine goes on from the last point
+        before the choice it branches at instead of replaying the iteration's earlier choices.
+        """
+        self._phase: tuple[str, int] = ("entry", 0)
+        self._trace_key = PrefixKey()
+        # the entry: nothing has happened yet, so the invocation (which the engine's key holds)
+        # is the whole state; the engine may restore a later snapshot of the same path here
+        hint(("start",), entry=True, committed=tuple(self.tokens), snapshot=self._snapshot,
+             restore=self._restore)
+        at_top = self._phase[0] == "start"  # restored at a merge point: it is behind
+        if self._phase[0] == "entry":
+            self._phase = ("start", 0)
+        while self._phase[0] != "start" or (len(self.tokens) < self.n and not self.done):
+            if self._phase[0] == "start" and not at_top:
+                hint(self._state_resuming(), committed=tuple(self.tokens),
+                     snapshot=self._snapshot, restore=self._restore)
+            at_top = False
+            self._iterate_resuming()
+        return self.result()
+
+    def _iterate_resuming(self) -> None:
+        """`iterate` (the same steps as `iterate`, `draft`, `score`, `verify` and `bonus`), from
+        ``self._phase``: the start, before draft ``j`` (``("draft", j)``, ``j >= 1``), before
+        the decision of draft ``j`` (``("verify", j)``; block verification: ``j = 0``, the
+        window at once) or before the bonus token (``("bonus", 0)``). A resume point before each
+        of them offers the engine a snapshot (`_snapshot` reads the phase)."""
+        phase, j = self._phase
+        if phase == "start":
+            self.stats["iterations"] += 1
+            self.start = len(self.tokens)
+            self.context = tuple(self.tokens)
+            self.drafts, self.draft_rows = [], []
+            self.target_rows = ()
+            phase, j = "draft", 0
+        if phase == "draft":
+            window = self.window()
+            while j < window:
+                if j:
+                    self._resume_point("draft", j)
+                context = self.context
+                row = self.forward("drafter", "draft", (self.start + j,), context, 1)[0]
+                x = self.rule.draft(row, self.rng, context)
+                self.drafts.append(x)
+                self.draft_rows.append(row)
+                self.context = context + (x,)
+                j += 1
+                if x == self.eos:
+                    break
+            self.stats["drafts"] += len(self.drafts)
+            self.stats["drafter_forwards"] += len(self.drafts)
+            self.score()
+            phase, j = "verify", 0
+        if phase == "verify":
+            accepted = True
+            if is_window_rule(self.rule):
+                self._resume_point("verify", 0)
+                accepted = self.verify_window()
+            else:
+                while j < len(self.drafts):
+                    self._resume_point("verify", j)
+                    decision = self.commit(self.target_rows[j], j)
+                    j += 1
+                    if not decision.accepted or self.done:
+                        accepted = False
+                        break
+            if not accepted:
+                self._phase = ("start", 0)
+                return
+        self._resume_point("bonus", 0)
+        self.bonus()
+        self._phase = ("start", 0)
+
+    def _state_resuming(self) -> Hashable:
+        """`state`, as it is for `SIRun`'s own code on a built-in rule (`_resumable`: the parts
+        are never rebound, the rule has no attributes): ``own_state`` is ``(done, (), ())``
+        unless the run was given attributes of its own."""
+        if self.__dict__.keys() <= _SKIP_OWN and not vars(self.rule):
+            rec = self.rec  # `Recorder.state`, the trace as the id of its contents (`PrefixKey`)
+            return ((tuple(self.tokens), rec.time, ("trace", self._trace_key.of(rec.trace)),
+                     tuple(rec.stats.items()), tuple(rec.first.items())), (self.done, (), ()))
+        return self.state()
+
+    def _resume_point(self, phase: str, j: int) -> None:
+        self._phase = (phase, j)
+        self.rng.resume_point(self._snapshot)  # type: ignore[attr-defined]
+
+    def _resumable(self) -> bool:
+        """Whether `_snapshot` copies everything the rest of the run depends on: `SIRun`'s own
+        code (not a subclass), its own recorder, a built-in rule. At the start of an iteration
+        that is ``tokens``, ``done`` and the recorder's clock, trace, counters and first flags
+        (the per-iteration scratch is reset by `iterate`), besides the fixed parts."""
+        return (type(self) is SIRun and type(self.rec) is Recorder
+                and self.rec.latency is self.cfg.latency and self.stats is self.rec.stats
+                and stateless_rule(self.rule))
+
+    def _parts(self) -> tuple[object, ...]:
+        return (self.target, self.drafter, self.prompt, self.n, self.cfg, self.rule)
+
+    def _snapshot(self) -> object:
+        rec = self.rec
+        return (self._parts(), tuple(self.tokens), self.done, rec.time, tuple(rec.trace),
+                tuple(rec.stats.items()), tuple(rec.first.items()), self._phase, self.start,
+                self.context, tuple(self.drafts), tuple(self.draft_rows),
+                tuple(self.target_rows), self._trace_key.state())
+
+    def _restore(self, snapshot: object) -> bool:
+        (parts, tokens, done, time, trace, stats, first, phase, start, context, drafts,
+         draft_rows, target_rows, trace_key) = cast(_Snapshot, snapshot)
+        if not same_parts(parts, self._parts()):
+            return False
+        rec = self.rec
+        self.tokens[:] = tokens
+        self.done = done
+        rec.time = time
+        rec.trace[:] = trace
+        rec.stats.update(stats)
+        rec.first.update(first)
+        self._phase = phase
+        self.start, self.context = start, context
+        self.drafts, self.draft_rows = list(drafts), list(draft_rows)
+        self.target_rows = target_rows
+        self._trace_key.set_state(trace_key)
+        return True
 
     # -- the seams: models, clock and trace ----------------------------------------------------
     def model_rows(self, model: ModelName, context: tuple[int, ...], count: int) -> Rows:
@@ -309,12 +451,16 @@ class SIRun:
 #: The parts an `SIRun` is built on (`SIRun.own_state`).
 _FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule", "lookahead",
           "stat_names", "readers")
-#: What `SIRun.state` accounts for besides the fixed parts.
-_ACCOUNTED = frozenset(_FIXED) | {"rec", "tokens", "stats", "done", "_fixed"}
+#: What `SIRun.state` accounts for besides the fixed parts (``_phase``: where a resuming run is
+#: inside an iteration, always the start at a merge point).
+_ACCOUNTED = frozenset(_FIXED) | {"rec", "tokens", "stats", "done", "_fixed", "_phase",
+                                     "_trace_key"}
 #: The per-iteration scratch that `SIRun.iterate` resets before any step.
 _SCRATCH = frozenset({"start", "context", "drafts", "draft_rows", "target_rows"})
 #: Per class, the attribute names `SIRun.own_state` need not read.
 _SKIP: dict[type, frozenset[str]] = {}
+#: Those of `SIRun` itself.
+_SKIP_OWN = _ACCOUNTED | _SCRATCH
 
 
 def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
@@ -325,6 +471,6 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
     Returns a `Run` whose ``tokens`` follow the target's law exactly (for ``"rejection"`` and
     ``"exact_match"``; the greedy target sequence for ``"greedy"``), whatever the drafter.
     """
-    config = SpeculativeConfig(lookahead, verify, Latency() if latency is None else latency)
+    config = SpeculativeConfig(lookahead, verify, DEFAULT_LATENCY if latency is None else latency)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return SIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

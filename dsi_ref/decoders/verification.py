@@ -120,8 +120,27 @@ def weighted_residual(weight: Number, target_probs: Sequence[Number],
     """The unnormalised block residual ``(w · p − q)+`` of a prefix of weight ``w``
     (`path_weight`): ``ρ = Σ_y (w · p(y) − q(y))+`` is its mass, and a correction after the
     prefix is drawn from it normalised (Sun et al. 2024, Algorithm 2; Traversal Verification's
-    ``(α(P) B_P − S_P)+``). With ``w = 1`` it is the token-level `residual` ``(p − q)+``."""
-    return residual([weight * t for t in target_probs], draft_probs)
+    ``(α(P) B_P − S_P)+``). With ``w = 1`` it is the token-level `residual` ``(p − q)+``.
+
+    Rows that are tuples (a model's rows: the same objects at every draw) are remembered by
+    identity, with the weight, so an exact run computes each residual once (a fresh list is
+    returned each time)."""
+    if type(target_probs) is not tuple or type(draft_probs) is not tuple:
+        return residual([weight * t for t in target_probs], draft_probs)
+    key = (id(target_probs), id(draft_probs), type(weight), weight)
+    hit = _RESIDUALS.get(key)
+    if hit is None or hit[0] is not target_probs or hit[1] is not draft_probs:
+        if len(_RESIDUALS) >= _RESIDUALS_SIZE:
+            _RESIDUALS.clear()
+        hit = _RESIDUALS[key] = (target_probs, draft_probs,
+                                 tuple(residual([weight * t for t in target_probs], draft_probs)))
+    return list(hit[2])
+
+
+#: `weighted_residual` of tuple rows: ``(id p, id q, w) -> (p, q, (w·p − q)+)``, holding the
+#: rows so that an id is not reused while remembered; cleared past `_RESIDUALS_SIZE` entries.
+_RESIDUALS: dict[tuple[int, int, type, object], tuple[object, object, tuple[Number, ...]]] = {}
+_RESIDUALS_SIZE = 1 << 14
 
 
 def stop_weight(weight: Number, mass: Number) -> Number:
