@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Speed of the exact engine against `target_distribution` on three instances (the exact audit
+must be fast enough to search with).
+
+    .venv/bin/python benchmarks/bench_exact_speed.py [--repeats 3] [--instances si,dsi,block]
+                                                     [--src PATH]
+
+Instances (the limit is the target):
+
+* ``si`` — the exact law of SI (`dsi_ref.speculative`, rejection sampling) on a random bigram
+  pair (``TableLM.random(4, 1, seed=1)`` target, ``seed=2`` drafter), vocabulary 4,
+  ``max_new_tokens = 6``, lookahead 3: at most 20 × `target_distribution` on the same target.
+* ``dsi`` — the exact law of DSI (`dsi_ref.dsi`) on the same pair, lookahead 3, sp_degree 2,
+  every other setting at its default (latency: drafter 1/10, target 1; rejection; fifo queue;
+  ``record=True``), quantified over every schedule (``exact_distribution``'s default): at most
+  200 × `target_distribution`.
+* ``dsi-lean`` (not in the default list) — the same with ``record=False`` (no trace, no
+  counters: far more merging).
+* ``point1-first``, ``point1-last``, ``point1-uniform`` — the instance of issue 23's point 1
+  (the refuted block-DSI claim): block verification with maximal windows
+  (``verify="block"``, ``block_windows="maximal"``) on a context-free pair with EOS (target
+  ``(1/3, 4/9, 2/9)``, drafter ``(4/11, 4/11, 3/11)``, EOS = 2: the rows of the claims
+  registry's witness), vocabulary 3, ``max_new_tokens = 6``, lookahead 3, sp_degree 3, drafter
+  cost 1 and a random target cost (1 or 3 with probability 1/2 each), run as the claims
+  registry runs it (``record=False, keep_time=False``), under one tie rule each (the
+  ``random`` class checks all three): at most 20 seconds each. The law is lossy (it is the
+  witness); the column ``law == target`` says so.
+* ``block-fixed`` (not in the default list) — the same with fixed windows (lossless), tie rule
+  ``first``.
+
+Each exact law is computed ``--repeats`` times and the median taken; `target_distribution`
+``max(5, repeats)`` times, median, in the same process just before, so the ratio compares two
+numbers measured on the same machine under the same load. Each exact law is also compared with
+the target law (``point1-*`` are lossy, the others lossless); the comparison is printed. A
+progress line per instance goes to stderr. ``--src`` imports ``dsi_ref`` from another checkout
+(e.g. a ``git worktree`` of an older commit) to measure the engine before a change in the same
+session.
+
+Prints a table; asserts nothing (the tests hold the laws, not the timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One benchmark instance: the exact law to time and its reference."""
+
+    name: str
+    description: str
+    exact: Callable[[], dict[Any, Fraction]]
+    reference: Callable[[], dict[Any, Fraction]]
+    limit: str  # "20x" (a ratio) or "20s" (seconds)
+
+
+def instances(dr: Any) -> dict[str, Instance]:
+    """The instances, built with the ``dsi_ref`` module ``dr`` (possibly another checkout's)."""
+    from dsi_ref.audit.exact import exact_distribution
+    from dsi_ref.audit.laws import target_distribution
+    from dsi_ref.audit.schedulers import tie_rule_law
+
+    F = Fraction
+    target = dr.TableLM.random(4, 1, seed=1, name="target")
+    drafter = dr.TableLM.random(4, 1, seed=2, name="drafter")
+    n = 6
+
+    def si() -> dict[Any, Fraction]:
+        return exact_distribution(
+            lambda rng: dr.speculative(target, drafter, (), n, rng, lookahead=3).tokens)
+
+    def dsi(record: bool) -> Callable[[], dict[Any, Fraction]]:
+        def law() -> dict[Any, Fraction]:
+            return exact_distribution(
+                lambda rng: dr.dsi(target, drafter, (), n, rng, lookahead=3, sp_degree=2,
+                                   record=record).tokens)
+        return law
+
+    cf_target = dr.TableLM.context_free((F(1, 3), F(4, 9), F(2, 9)), eos=2, name="cf-target")
+    cf_drafter = dr.TableLM.context_free((F(4, 11), F(4, 11), F(3, 11)), eos=2,
+                                         name="cf-drafter")
+    random_latency = dr.Latency(drafter=F(1), target={F(1): F(1, 2), F(3): F(1, 2)})
+
+    def point1(tie_rule: str, windows: str = "maximal") -> Callable[[], dict[Any, Fraction]]:
+        def law() -> dict[Any, Fraction]:
+            return tie_rule_law(
+                lambda rng: tuple(dr.dsi(cf_target, cf_drafter, (), n, rng, lookahead=3,
+                                         sp_degree=3, latency=random_latency, verify="block",
+                                         block_windows=windows, record=False,
+                                         keep_time=False).tokens),
+                tie_rule)  # type: ignore[arg-type]
+        return law
+
+    def reference() -> dict[Any, Fraction]:
+        return target_distribution(target, (), n)
+
+    def cf_reference() -> dict[Any, Fraction]:
+        return target_distribution(cf_target, (), n)
+
+    return {
+        "si": Instance("si", "SI, V=4 bigram, N=6, k=3", si, reference, "20x"),
+        "dsi": Instance("dsi", "DSI, V=4 bigram, N=6, k=3, SP=2, record", dsi(True),
+                        reference, "200x"),
+        "dsi-lean": Instance("dsi-lean", "DSI as dsi, record=False", dsi(False), reference,
+                             "200x"),
+        **{f"point1-{tie}": Instance(
+            f"point1-{tie}", f"block DSI, maximal windows, V=3 ctx-free+EOS, N=6, k=3, SP=3, "
+            f"target cost {{1,3}}, ties {tie}", point1(tie), cf_reference, "20s")
+           for tie in ("first", "last", "uniform")},
+        "block-fixed": Instance("block-fixed", "as point1-first with fixed windows",
+                                point1("first", "fixed"), cf_reference, "20s"),
+    }
+
+
+def median_seconds(fn: Callable[[], object], repeats: int,
+                   progress: Callable[[int, float], None] | None = None
+                   ) -> tuple[float, object]:
+    """The median wall time of ``repeats`` calls of ``fn``, and the last result."""
+    times: list[float] = []
+    result: object = None
+    for i in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+        if progress is not None:
+            progress(i + 1, times[-1])
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="exact laws per instance")
+    parser.add_argument("--instances", default="si,dsi,point1-first,point1-last,point1-uniform",
+                        help="comma-separated, from si, dsi, dsi-lean, point1-first, "
+                        "point1-last, point1-uniform, block-fixed")
+    parser.add_argument("--src", default=None,
+                        help="import dsi_ref from this checkout (e.g. an older worktree)")
+    args = parser.parse_args()
+    if args.src:
+        sys.path.insert(0, args.src)
+    import dsi_ref as dr
+
+    table = instances(dr)
+    names = [name.strip() for name in args.instances.split(",") if name.strip()]
+    unknown = [name for name in names if name not in table]
+    if unknown:
+        parser.error(f"unknown instances {unknown}; choose from {sorted(table)}")
+    print(f"dsi_ref from {dr.__file__}; exact laws: median of {args.repeats}")
+    rows = []
+    for number, name in enumerate(names, 1):
+        inst = table[name]
+        print(f"[{number}/{len(names)}] {name}: {inst.description}: target_distribution ...",
+              file=sys.stderr, flush=True)
+        ref_seconds, reference = median_seconds(inst.reference, max(5, args.repeats))
+
+        def progress(i: int, seconds: float, name: str = name, number: int = number) -> None:
+            print(f"[{number}/{len(names)}] {name}: exact law {i}/{args.repeats}: "
+                  f"{seconds:.2f} s", file=sys.stderr, flush=True)
+
+        exact_seconds, law = median_seconds(inst.exact, args.repeats, progress)
+        ratio = exact_seconds / ref_seconds
+        if inst.limit.endswith("x"):
+            meets = ratio <= float(inst.limit[:-1])
+        else:
+            meets = exact_seconds <= float(inst.limit[:-1])
+        same = "yes" if law == reference else "no (lossy)"
+        rows.append((name, ref_seconds, exact_seconds, ratio, inst.limit,
+                     "meets" if meets else "MISSES", same))
+    print(f"{'instance':<15} {'target_dist s':>13} {'exact s':>9} {'ratio':>8} {'limit':>6} "
+          f"{'verdict':>7} {'law == target':>13}")
+    for name, ref_seconds, exact_seconds, ratio, limit, verdict, same in rows:
+        print(f"{name:<15} {ref_seconds:13.4f} {exact_seconds:9.3f} {ratio:7.1f}x {limit:>6} "
+              f"{verdict:>7} {same:>13}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The exact engine's shortcuts never change a law (#23, point 6).
+
+With ``merge=True`` the engine resumes SI and DSI runs from snapshots taken at their merge and
+resume points instead of replaying them from the start, keeps laws as integers over one
+denominator, and (``keep_time=False``) merges DSI paths whose futures agree up to a shift of the
+clock. ``merge=False`` does none of it: a plain enumeration of every path. Here both are run on
+instances hypothesis draws (EOS or none, zeros, ties, random costs, every rule, both block
+windows, queues, tie rules, recorded or lean runs) and must give the same law, as exact
+`Fraction` s. The relative-time merge is also checked against a scheduler that reads the time in
+its keys, where it must not merge.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction as F
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dsi_ref as dr
+from dsi_ref.audit.schedulers import tie_rule_law
+from dsi_ref.base.errors import InvalidParameterError
+
+RULES = ("rejection", "exact_match", "block")
+
+
+@st.composite
+def rows(draw: st.DrawFn, vocab: int) -> tuple[F, ...]:
+    """A row of exact probabilities over ``vocab`` tokens, with zeros and ties allowed."""
+    weights = draw(st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab)
+                   .filter(lambda w: sum(w) > 0))
+    return tuple(F(w, sum(weights)) for w in weights)
+
+
+@st.composite
+def pairs(draw: st.DrawFn) -> tuple[dr.TableLM, dr.TableLM]:
+    """A context-free (target, drafter) pair; EOS or none. The drafter has full support where
+    the target does, so that every rule (exact match included) is well defined."""
+    vocab = draw(st.integers(2, 3))
+    eos = draw(st.sampled_from([None, vocab - 1]))
+    target = draw(rows(vocab))
+    drafter = draw(rows(vocab))
+    return (dr.TableLM.context_free(target, eos=eos, name="target"),
+            dr.TableLM.context_free(drafter, eos=eos, name="drafter"))
+
+
+@st.composite
+def latencies(draw: st.DrawFn) -> dr.Latency:
+    """Constant or random costs with 1-2 support points."""
+    def cost() -> Any:
+        points = draw(st.lists(st.integers(1, 3), min_size=1, max_size=2, unique=True))
+        if len(points) == 1:
+            return F(points[0])
+        return {F(c): F(1, len(points)) for c in points}
+    return dr.Latency(drafter=cost(), target=cost())
+
+
+SETTINGS = settings(max_examples=12, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(pair=pairs(), latency=latencies(), rule=st.sampled_from(RULES),
+       windows=st.sampled_from(["fixed", "maximal"]), queue=st.sampled_from(["fifo", "lifo"]),
+       lean=st.sampled_from(["record", "lean", "no time"]),
+       tie=st.sampled_from(["first", "last", "uniform"]),
+       lookahead=st.integers(1, 2), sp_degree=st.integers(1, 3), n=st.integers(1, 3))
+def test_dsi_resuming_and_relative_time_keep_the_law(
+        pair: tuple[dr.TableLM, dr.TableLM], latency: dr.Latency, rule: str, windows: str,
+        queue: str, lean: str, tie: str, lookahead: int, sp_degree: int, n: int) -> None:
+    target, drafter = pair
+    kwargs: dict[str, Any] = {"record": lean == "record", "keep_time": lean != "no time"}
+
+    def program(rng: Any) -> Any:
+        run = dr.dsi(target, drafter, (), n, rng, lookahead=lookahead, sp_degree=sp_degree,
+                     latency=latency, verify=rule, queue=queue, block_windows=windows,
+                     **kwargs)
+        return run.tokens if lean == "no time" else (run.tokens, run.time, run.trace)
+
+    merged = tie_rule_law(program, tie)  # type: ignore[arg-type]
+    assert merged == tie_rule_law(program, tie, merge=False)  # type: ignore[arg-type]
+    assert sum(merged.values()) == 1
+
+
+@SETTINGS
+@given(pair=pairs(), latency=latencies(), rule=st.sampled_from(RULES),
+       lookahead=st.integers(1, 3), n=st.integers(1, 4))
+def test_si_resuming_keeps_the_law(pair: tuple[dr.TableLM, dr.TableLM], latency: dr.Latency,
+                                   rule: str, lookahead: int, n: int) -> None:
+    target, drafter = pair
+
+    def program(rng: Any) -> Any:
+        run = dr.speculative(target, drafter, (), n, rng, lookahead=lookahead, verify=rule,
+                             latency=latency)
+        return run.tokens, run.time, run.trace, tuple(sorted(run.stats.items()))
+
+    merged = dr.exact_distribution(program)
+    assert merged == dr.exact_distribution(program, merge=False)
+
+
+def test_every_schedule_quantified_with_resuming() -> None:
+    """Quantifying over every schedule (no fixed scheduler) with resuming and relative times:
+    the same law, or the same verdict, as the plain enumeration."""
+    target = dr.TableLM.context_free((F(1, 2), F(1, 3), F(1, 6)), eos=2)
+    drafter = dr.TableLM.context_free((F(1, 3), F(1, 3), F(1, 3)), eos=2)
+    latency = dr.Latency(drafter=F(1), target={F(1): F(1, 2), F(2): F(1, 2)})
+
+    def program(rng: Any) -> tuple[int, ...]:
+        return dr.dsi(target, drafter, (), 3, rng, lookahead=2, sp_degree=2, latency=latency,
+                      record=False, keep_time=False).tokens
+
+    merged = dr.exact_distribution(program)
+    assert merged == dr.exact_distribution(program, merge=False)
+    assert merged == dr.target_distribution(target, (), 3)
+
+
+class _Rng:
+    """A `Randomness` stand-in that says whether its ``choose`` reads keys."""
+
+    def __init__(self, keyed_choices: bool) -> None:
+        self.keyed_choices = keyed_choices
+        self._sampler = dr.Sampler(0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sampler, name)
+
+
+def _shifted_states(keyed_choices: bool, keep_time: bool) -> tuple[object, object]:
+    """The merge state of one DSI run with its forwards in flight, before and after moving its
+    clock and every time in it by 2."""
+    target = dr.TableLM.context_free((F(1, 2), F(1, 2)))
+    config = dr.DSIConfig(2, 2, dr.Latency(drafter=F(1), target=F(3)), record=False,
+                          keep_time=keep_time)
+    run = dr.DSIRun(target, target, (), 3, _Rng(keyed_choices), config)  # type: ignore[arg-type]
+    run.start_drafting()
+    run.submit(0, 0, frontier=True)
+    before = run.state()
+    run.now += 2
+    for task in run.tasks:
+        task.submitted += 2
+        task.start = None if task.start is None else task.start + 2
+        task.end = None if task.end is None else task.end + 2
+    assert run.drafting is not None
+    run.drafting.start += 2
+    run.drafting.end += 2
+    return before, run.state()
+
+
+def test_the_relative_time_merge_applies_only_when_nothing_reads_the_clock() -> None:
+    """Two runs in the same state up to a shift of the clock share one merge state when the run
+    keeps no time and the scheduler's choices do not read their keys (which hold ``now``), and
+    only then: an oblivious table names its decision points by ``("tie", now)``, so the engine
+    sets ``keyed_choices`` for a policy function, and a run that returns its time keeps it."""
+    before, after = _shifted_states(keyed_choices=False, keep_time=False)
+    assert before == after
+    for keyed_choices, keep_time in ((True, False), (False, True), (True, True)):
+        before, after = _shifted_states(keyed_choices, keep_time)
+        assert before != after
+
+
+def test_the_engine_says_which_schedulers_read_keys() -> None:
+    seen: dict[object, bool] = {}
+
+    def program(rng: Any) -> int:
+        seen[scheduler] = rng.keyed_choices
+        return 0
+
+    for scheduler in (None, "first", "last", lambda options, key: 0):
+        dr.exact_distribution(program, scheduler=scheduler)  # type: ignore[arg-type]
+    assert [seen[s] for s in seen] == [False, False, False, True]
+
+
+def test_keep_time_false_returns_no_time_and_needs_a_lean_run() -> None:
+    target = dr.TableLM.context_free((F(1, 2), F(1, 2)))
+    run = dr.dsi(target, target, (), 2, dr.Sampler(0), record=False, keep_time=False)
+    assert math.isnan(run.time) and len(run.tokens) == 2
+    with pytest.raises(InvalidParameterError, match="keep_time=False needs record=False"):
+        dr.dsi(target, target, (), 2, dr.Sampler(0), keep_time=False)
+    with pytest.raises(InvalidParameterError, match="keep_time must be a bool"):
+        dr.dsi(target, target, (), 2, dr.Sampler(0), record=False,
+               keep_time=0)  # type: ignore[arg-type]
