@@ -28,13 +28,13 @@ Instances (the limit is the target):
 * ``block-fixed`` (not in the default list) — the same with fixed windows (lossless), tie rule
   ``first``.
 
-Each exact law is computed ``--repeats`` times and the median taken; `target_distribution`
-``max(5, repeats)`` times, median, in the same process just before, so the ratio compares two
-numbers measured on the same machine under the same load. Each exact law is also compared with
-the target law (``point1-*`` are lossy, the others lossless); the comparison is printed. A
-progress line per instance goes to stderr. ``--src`` imports ``dsi_ref`` from another checkout
-(e.g. a ``git worktree`` of an older commit) to measure the engine before a change in the same
-session.
+Each instance is measured in ``--repeats`` pairs: `target_distribution` (the fastest of 5
+calls) right before one exact law, in the same process, so that each ratio compares two numbers
+measured under the same load; the table gives the medians of the two times and of the ratios.
+Each exact law is also compared with the target law (``point1-*`` are lossy, the others
+lossless); the comparison is printed. A progress line per instance goes to stderr. ``--src``
+imports ``dsi_ref`` from another checkout (e.g. a ``git worktree`` of an older commit) to
+measure the engine before a change in the same session.
 
 Prints a table; asserts nothing (the tests hold the laws, not the timings).
 """
@@ -120,19 +120,34 @@ def instances(dr: Any) -> dict[str, Instance]:
     }
 
 
-def median_seconds(fn: Callable[[], object], repeats: int,
-                   progress: Callable[[int, float], None] | None = None
-                   ) -> tuple[float, object]:
-    """The median wall time of ``repeats`` calls of ``fn``, and the last result."""
-    times: list[float] = []
-    result: object = None
+def seconds(fn: Callable[[], object]) -> tuple[float, object]:
+    """The wall time of one call of ``fn``, and its result."""
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def paired(inst: Instance, repeats: int, progress: Callable[[int, float, float], None]
+           ) -> tuple[float, float, float, object, object]:
+    """``repeats`` pairs, each `target_distribution` (the fastest of 5 calls) then the exact law,
+    so that a ratio compares two numbers measured one right after the other: the medians of
+    the reference's and the exact law's times and of the ratios, the last law and reference."""
+    refs: list[float] = []
+    exacts: list[float] = []
+    law: object = None
+    reference: object = None
     for i in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-        if progress is not None:
-            progress(i + 1, times[-1])
-    return statistics.median(times), result
+        ref_times = []
+        for _ in range(5):
+            took, reference = seconds(inst.reference)
+            ref_times.append(took)
+        refs.append(min(ref_times))
+        took, law = seconds(inst.exact)
+        exacts.append(took)
+        progress(i + 1, refs[-1], exacts[-1])
+    ratios = [e / r for e, r in zip(exacts, refs, strict=True)]
+    return (statistics.median(refs), statistics.median(exacts), statistics.median(ratios), law,
+            reference)
 
 
 def main() -> None:
@@ -153,20 +168,20 @@ def main() -> None:
     unknown = [name for name in names if name not in table]
     if unknown:
         parser.error(f"unknown instances {unknown}; choose from {sorted(table)}")
-    print(f"dsi_ref from {dr.__file__}; exact laws: median of {args.repeats}")
+    print(f"dsi_ref from {dr.__file__}; medians of {args.repeats} pairs")
     rows = []
     for number, name in enumerate(names, 1):
         inst = table[name]
-        print(f"[{number}/{len(names)}] {name}: {inst.description}: target_distribution ...",
-              file=sys.stderr, flush=True)
-        ref_seconds, reference = median_seconds(inst.reference, max(5, args.repeats))
+        print(f"[{number}/{len(names)}] {name}: {inst.description}", file=sys.stderr,
+              flush=True)
 
-        def progress(i: int, seconds: float, name: str = name, number: int = number) -> None:
-            print(f"[{number}/{len(names)}] {name}: exact law {i}/{args.repeats}: "
-                  f"{seconds:.2f} s", file=sys.stderr, flush=True)
+        def progress(i: int, ref: float, exact: float, name: str = name,
+                     number: int = number) -> None:
+            print(f"[{number}/{len(names)}] {name}: pair {i}/{args.repeats}: "
+                  f"target_distribution {ref:.4f} s, exact law {exact:.2f} s", file=sys.stderr,
+                  flush=True)
 
-        exact_seconds, law = median_seconds(inst.exact, args.repeats, progress)
-        ratio = exact_seconds / ref_seconds
+        ref_seconds, exact_seconds, ratio, law, reference = paired(inst, args.repeats, progress)
         if inst.limit.endswith("x"):
             meets = ratio <= float(inst.limit[:-1])
         else:

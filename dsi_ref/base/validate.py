@@ -55,6 +55,8 @@ def check_int(name: str, value: object, *, low: int = 1, what: str = "",
     ...
     dsi_ref.base.errors.InvalidParameterError: lookahead must be an int >= 1, got 0
     """
+    if type(value) is int and value >= low:  # the usual case, checked without conversions
+        return value
     if not is_int(value) or operator.index(cast(SupportsIndex, value)) < low:
         raise error(f"{name} must be an int >= {low}{what}, got {value!r}")
     return operator.index(cast(SupportsIndex, value))

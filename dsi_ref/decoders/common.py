@@ -10,7 +10,7 @@ from dataclasses import fields, is_dataclass
 from enum import Enum
 from fractions import Fraction
 from functools import partial
-from typing import Any, TypeAlias, cast
+from typing import Any, TypeAlias, TypeVar, cast
 
 from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
@@ -37,6 +37,7 @@ __all__ = [
     "model_reader",
     "overridden",
     "resumes",
+    "reuse_config",
     "same_parts",
     "slot_names",
     "stateless_rule",
@@ -80,11 +81,55 @@ def check_rng(rng: object) -> None:
             f"dsi_ref.Sampler(0), got {type(rng).__name__}{hint}")
 
 
+#: The arguments `check_inputs` last accepted (models, a tuple prompt, the budget) and its
+#: result: the exact engine runs a decoder thousands of times on the very same objects.
+_LAST_INPUTS: list[tuple[object, object, object, int, Prefix]] = []
+
+
 def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
                  drafter: LanguageModel | None = None, *, rng: object = _UNCHECKED) -> Prefix:
     """Validate the arguments every decoder takes; return the prompt as a tuple of ``int``
     (numpy integer ids are accepted and converted; ``bool`` is not an id). ``rng``, when given
-    (the decoders give theirs), must be a `Randomness` (`check_rng`)."""
+    (the decoders give theirs), must be a `Randomness` (`check_rng`). The same objects as the
+    last call accepted (a prompt that is a tuple, immutable) are not checked again."""
+    if _LAST_INPUTS:
+        last = _LAST_INPUTS[0]
+        if (last[0] is target and last[1] is drafter and last[2] is prompt
+                and type(max_new_tokens) is int and last[3] == max_new_tokens):
+            if rng is not _UNCHECKED:
+                check_rng(rng)
+            return last[4]
+    checked = _check_inputs(target, prompt, max_new_tokens, drafter)
+    if rng is not _UNCHECKED:
+        check_rng(rng)
+    if type(prompt) is tuple and type(max_new_tokens) is int:
+        _LAST_INPUTS[:] = [(target, drafter, prompt, max_new_tokens, checked)]
+    return checked
+
+
+C = TypeVar("C")
+
+
+def reuse_config(cls: type[C], *args: object) -> C:
+    """``cls(*args)``, a frozen configuration validated on construction, or the one the last
+    call made when every argument is the same object (or an equal int, str or bool): the
+    exact engine runs a decoder thousands of times with the same arguments."""
+    last = _LAST_CONFIGS.get(cls)
+    if last is not None and len(last[0]) == len(args) and all(
+            a is b or (type(a) is type(b) and type(a) in (int, str, bool) and a == b)
+            for a, b in zip(args, last[0], strict=True)):
+        return cast(C, last[1])
+    config = cls(*args)
+    _LAST_CONFIGS[cls] = (args, config)
+    return config
+
+
+#: `reuse_config`'s last configuration per class, with its arguments.
+_LAST_CONFIGS: dict[type, tuple[tuple[object, ...], object]] = {}
+
+
+def _check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: int,
+                  drafter: LanguageModel | None) -> Prefix:
     for name, model in (("target", target), ("drafter", drafter)):
         if model is None:
             continue
@@ -107,8 +152,6 @@ def check_inputs(target: LanguageModel, prompt: Sequence[int], max_new_tokens: i
         if not is_int(tok) or not 0 <= tok < target.vocab_size:
             raise InvalidParameterError(
                 f"prompt token {tok!r} is not an id of a vocabulary of size {target.vocab_size}")
-    if rng is not _UNCHECKED:
-        check_rng(rng)
     return tuple(int(tok) for tok in prompt)
 
 

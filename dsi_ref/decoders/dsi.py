@@ -37,6 +37,7 @@ from .common import (
     overridden,
     own_parts,
     resumes,
+    reuse_config,
     stateless_rule,
 )
 from .dsi_parts import QUEUE_POLICIES, DraftForward, DSIConfig, QueuePolicy, Task
@@ -437,7 +438,8 @@ class DSIRun:
         """The event loop: deliver the earliest events (ties in an order the scheduler chooses)
         until the last position is committed."""
         hint = merge_hint(self.rng)
-        self._fixed = FixedParts(self, _FIXED)  # what the run is built on, before it starts
+        if self._fixed.changed(self):  # what the run is built on, before it starts
+            self._fixed = FixedParts(self, _FIXED)
         if hint is not None and resumes(self.rng) and self._resumable():
             return run_resuming(self, hint)
         if not self.done:
@@ -537,7 +539,8 @@ def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
     ``record=False``) returns no time either (``Run.time`` is NaN) and merges more still: the same
     law of ``tokens``.
     """
-    config = DSIConfig(lookahead, sp_degree, DEFAULT_LATENCY if latency is None else latency,
-                       verify, queue, sample_drafts_at, record, block_windows, keep_time)
+    config = reuse_config(DSIConfig, lookahead, sp_degree,
+                          DEFAULT_LATENCY if latency is None else latency, verify, queue,
+                          sample_drafts_at, record, block_windows, keep_time)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return DSIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

@@ -47,6 +47,7 @@ from .common import (
     overridden,
     own_parts,
     resumes,
+    reuse_config,
     same_parts,
     stateless_rule,
 )
@@ -280,7 +281,8 @@ class SIRun:
     def run(self) -> Run:
         """Iterate until ``N`` tokens are committed or EOS is."""
         hint = merge_hint(self.rng)
-        self._fixed = FixedParts(self, _FIXED)  # what the run is built on, before it starts
+        if self._fixed.changed(self):  # what the run is built on, before it starts
+            self._fixed = FixedParts(self, _FIXED)
         if hint is not None and resumes(self.rng) and self._resumable():
             return self._run_resuming(hint)
         while len(self.tokens) < self.n and not self.done:
@@ -471,6 +473,7 @@ def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[
     Returns a `Run` whose ``tokens`` follow the target's law exactly (for ``"rejection"`` and
     ``"exact_match"``; the greedy target sequence for ``"greedy"``), whatever the drafter.
     """
-    config = SpeculativeConfig(lookahead, verify, DEFAULT_LATENCY if latency is None else latency)
+    config = reuse_config(SpeculativeConfig, lookahead, verify,
+                          DEFAULT_LATENCY if latency is None else latency)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return SIRun(target, drafter, prompt, max_new_tokens, rng, config).run()

@@ -101,8 +101,38 @@ def argmax(probs: Sequence[Number]) -> int:
 
 
 def residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> list[Number]:
-    """The unnormalised residual ``(p − q)+`` (see the module's note on normalisation)."""
+    """The unnormalised residual ``(p − q)+`` (see the module's note on normalisation). Rows
+    that are tuples are remembered (`_remembered`)."""
+    if type(target_probs) is tuple and type(draft_probs) is tuple:
+        return _remembered(1, target_probs, draft_probs)
+    return _residual(target_probs, draft_probs)
+
+
+def _residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> list[Number]:
     return [t - d if t > d else 0 * t for t, d in zip(target_probs, draft_probs, strict=True)]
+
+
+def _remembered(weight: Number, target_probs: tuple[Number, ...],
+                draft_probs: tuple[Number, ...]) -> list[Number]:
+    """``(w · p − q)+`` (with ``w = 1``: ``(p − q)+``) for rows that are tuples (a model's rows:
+    the same objects at every draw), remembered by their identity and the weight (its type
+    too), so that an exact run computes each residual once; a fresh list each time."""
+    key = (id(target_probs), id(draft_probs), type(weight), weight)
+    hit = _RESIDUALS.get(key)
+    if hit is None or hit[0] is not target_probs or hit[1] is not draft_probs:
+        if len(_RESIDUALS) >= _RESIDUALS_SIZE:
+            _RESIDUALS.clear()
+        scaled = target_probs if type(weight) is int and weight == 1 else [
+            weight * t for t in target_probs]
+        hit = _RESIDUALS[key] = (target_probs, draft_probs,
+                                 tuple(_residual(scaled, draft_probs)))
+    return list(hit[2])
+
+
+#: `_remembered`'s table: ``(id p, id q, type of w, w) -> (p, q, (w·p − q)+)``, holding the rows
+#: so that an id is not reused while remembered; cleared past `_RESIDUALS_SIZE` entries.
+_RESIDUALS: dict[tuple[int, int, type, object], tuple[object, object, tuple[Number, ...]]] = {}
+_RESIDUALS_SIZE = 1 << 14
 
 
 def path_weight(weight: Number, target_prob: Number, draft_prob: Number) -> Number:
@@ -122,25 +152,10 @@ def weighted_residual(weight: Number, target_probs: Sequence[Number],
     prefix is drawn from it normalised (Sun et al. 2024, Algorithm 2; Traversal Verification's
     ``(α(P) B_P − S_P)+``). With ``w = 1`` it is the token-level `residual` ``(p − q)+``.
 
-    Rows that are tuples (a model's rows: the same objects at every draw) are remembered by
-    identity, with the weight, so an exact run computes each residual once (a fresh list is
-    returned each time)."""
-    if type(target_probs) is not tuple or type(draft_probs) is not tuple:
-        return residual([weight * t for t in target_probs], draft_probs)
-    key = (id(target_probs), id(draft_probs), type(weight), weight)
-    hit = _RESIDUALS.get(key)
-    if hit is None or hit[0] is not target_probs or hit[1] is not draft_probs:
-        if len(_RESIDUALS) >= _RESIDUALS_SIZE:
-            _RESIDUALS.clear()
-        hit = _RESIDUALS[key] = (target_probs, draft_probs,
-                                 tuple(residual([weight * t for t in target_probs], draft_probs)))
-    return list(hit[2])
-
-
-#: `weighted_residual` of tuple rows: ``(id p, id q, w) -> (p, q, (w·p − q)+)``, holding the
-#: rows so that an id is not reused while remembered; cleared past `_RESIDUALS_SIZE` entries.
-_RESIDUALS: dict[tuple[int, int, type, object], tuple[object, object, tuple[Number, ...]]] = {}
-_RESIDUALS_SIZE = 1 << 14
+    Rows that are tuples are remembered (`_remembered`)."""
+    if type(target_probs) is tuple and type(draft_probs) is tuple:
+        return _remembered(weight, target_probs, draft_probs)
+    return _residual([weight * t for t in target_probs], draft_probs)
 
 
 def stop_weight(weight: Number, mass: Number) -> Number:
