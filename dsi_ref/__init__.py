@@ -30,7 +30,7 @@ from .base.errors import (
 from .base.latency import Latency
 from .base.models import FunctionLM, LanguageModel, TableLM
 from .base.processors import processed
-from .base.randomness import Randomness, Sampler, keyed_uniform, merge_point
+from .base.randomness import Randomness, Sampler, inverse_cdf, keyed_uniform, merge_point
 from .base.result import Event, Run
 from .base.stateful import (
     FrequencyPenalty,
@@ -111,6 +111,7 @@ __all__ = [
     "exact_expectation",
     "expected_latency",
     "incremental",
+    "inverse_cdf",
     "keyed_uniform",
     "merge_point",
     "processed",

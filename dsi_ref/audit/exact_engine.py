@@ -35,9 +35,16 @@ from math import gcd, lcm
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from ..base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
-from ..base.randomness import Key, check_options, check_policy_index, check_probability
+from ..base.randomness import (
+    Key,
+    check_bits,
+    check_options,
+    check_policy_index,
+    check_probability,
+)
 from .exact_guard import _changed, _global_states
 from .exact_rows import _exact_probability, exact_row
+from .exact_uniform import ExactUniform, Unshared
 from .exact_witness import Law, Witness, WitnessStep, as_outcome, readable
 
 __all__: list[str] = []
@@ -55,7 +62,7 @@ _ILaw: TypeAlias = tuple[dict[Any, int], int]
 
 @dataclass
 class _Node:
-    kind: str  # "categorical" | "bernoulli" | "choose"
+    kind: str  # "categorical" | "bernoulli" | "uniform" | "choose"
     key: Key
     probs: list[Fraction] | None  # None for "choose"
     labels: list[str]
@@ -153,6 +160,7 @@ class _Replay:
         #: whether a ``choose`` may depend on its key (a policy function: an oblivious table keyed
         #: by the decision point), so a decoder must not merge paths whose keys would differ
         self.keyed_choices = engine.scheduler not in (None, "first", "last")
+        self.unshared = 0  # uniforms drawn without a shared key so far (`Unshared`)
 
     def path(self) -> tuple[WitnessStep, ...]:
         """The choices this run has made so far."""
@@ -253,6 +261,32 @@ class _Replay:
                 else check_policy_index(policy(options, key), len(options))
             return options[index]
         return options[self._decide(_Node("choose", key, None, [_label(o) for o in options]))]
+
+    def uniform(self, key: Key = None, bits: int | None = None) -> ExactUniform:
+        """A lazy uniform (`dsi_ref.audit.exact_uniform`): each comparison splits the interval
+        of ``u(key)``; without a key (or ``keyed=False``) a uniform of its own."""
+        bits = check_bits(bits)
+        if key is None or not self.engine.keyed:
+            self.unshared += 1
+            key = Unshared(self.unshared)
+        return ExactUniform(self, key, bits)
+
+    def split_uniform(self, key: Key, threshold: Fraction, inexact: bool) -> bool:
+        """Whether ``u(key) < threshold`` (``0 < threshold < 1``): no choice when the interval
+        of ``u`` lies on one side, else a choice between its two parts, with their lengths."""
+        if inexact:
+            self.engine.inexact = True
+        lo, hi = self.intervals.get(key, (_ZERO, _ONE))
+        if threshold <= lo:
+            return False
+        if threshold >= hi:
+            return True
+        width = hi - lo
+        probs = [(threshold - lo) / width, (hi - threshold) / width]
+        pick = self._decide(_Node("uniform", key, probs, [f"u < {threshold}",
+                                                          f"u >= {threshold}"]))
+        self.intervals[key] = (lo, threshold) if pick == 0 else (threshold, hi)
+        return pick == 0
 
     # -- merging --------------------------------------------------------------------------------
     def merge_point(self, state: Hashable, *, entry: bool = False,

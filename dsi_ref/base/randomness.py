@@ -1,11 +1,14 @@
 """Randomness as a parameter: the `Randomness` protocol and its sampling interpreter `Sampler`.
 
-Every decoder takes ``rng: Randomness`` and draws nothing else. Three kinds of choice:
+Every decoder takes ``rng: Randomness`` and draws nothing else. Four kinds of choice:
 
 * ``rng.categorical(weights, key=None) -> int`` — a *probabilistic* choice, index ``i`` with
   probability ``weights[i] / sum(weights)`` (weights need not be normalised; zero-weight indices are
   never returned);
 * ``rng.bernoulli(p, key=None) -> bool`` — a probabilistic choice, ``True`` with probability ``p``;
+* ``rng.uniform(key=None, bits=None)`` — a uniform in ``[0, 1)`` to compare with numbers, for
+  decoders written the way engines write them (``u < p / q``; `inverse_cdf` for one-uniform
+  sampling); each comparison is a probabilistic choice;
 * ``rng.choose(options, key=None) -> option`` — a *nondeterministic* choice (which event happens
   first, which queued task runs next): the scheduler's, not chance's.
 
@@ -27,16 +30,25 @@ import operator
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
-from typing import Literal, Protocol, SupportsIndex, TypeAlias, TypeVar, cast, runtime_checkable
+from typing import (
+    Any,
+    Literal,
+    Protocol,
+    SupportsIndex,
+    TypeAlias,
+    TypeVar,
+    cast,
+    runtime_checkable,
+)
 
 import numpy as np
 
 from .errors import InvalidParameterError
 from .validate import check_bool, check_seed, is_int
 
-__all__ = ["SCHEDULER_POLICIES", "Key", "Randomness", "Sampler", "SchedulerPolicy",
+__all__ = ["SCHEDULER_POLICIES", "Key", "Randomness", "Sampler", "SchedulerPolicy", "check_bits",
            "check_options", "check_policy_index", "check_probability", "check_weights",
-           "keyed_uniform", "merge_point"]
+           "inverse_cdf", "keyed_uniform", "merge_point"]
 
 T = TypeVar("T")
 Key: TypeAlias = Hashable
@@ -63,6 +75,13 @@ class Randomness(Protocol):
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
         """One of ``options``, picked by the scheduler (a nondeterministic choice)."""
+        ...
+
+    def uniform(self, key: Key = None, bits: int | None = None) -> float:
+        """A uniform in ``[0, 1)`` to compare with numbers (``u < p / q``); ``bits=b`` puts it
+        on the grid ``{k / 2^b}``. The exact engine returns a lazy uniform that branches at
+        each comparison (`dsi_ref.audit.exact_uniform`). One key, one uniform, shared with the
+        ``bernoulli`` (``u < p``) and ``categorical`` (inverse CDF) draws of the same key."""
         ...
 
 
@@ -149,6 +168,40 @@ def check_probability(p: object) -> None:
         valid = False
     if not valid:
         raise InvalidParameterError(f"bernoulli probability must lie in [0, 1], got {p!r}")
+
+
+def check_bits(bits: object) -> int | None:
+    """``bits`` of ``rng.uniform``: ``None`` (continuous) or an int in ``[1, 53]``;
+    `InvalidParameterError` otherwise (the rule of every interpreter)."""
+    if bits is None:
+        return None
+    if type(bits) is not int or not 1 <= bits <= 53:
+        raise InvalidParameterError(f"uniform bits must be None or an int in [1, 53] (24: "
+                                    f"float32, 53: float64), got {bits!r}")
+    return bits
+
+
+def inverse_cdf(u: Any, weights: Sequence[Fraction | float]) -> int:
+    """The index that inverse-CDF sampling picks with one uniform ``u``: the first ``i`` with
+    ``u < (w_0 + … + w_i) / Σ w`` (zero-weight indices are never picked; the last positive
+    index when float rounding leaves ``u`` above every bound). ``u`` is a float from
+    `Sampler.uniform` or the exact engine's lazy uniform, where each comparison is a choice: the
+    exact law is ``weights`` normalised.
+
+    >>> inverse_cdf(0.5, [1, 1, 2])
+    2
+    """
+    check_weights(weights)
+    total = sum(weights)
+    last = max(i for i, w in enumerate(weights) if w > 0)
+    cumulative: Fraction | float = 0
+    for i, w in enumerate(weights):
+        if not w > 0:
+            continue
+        cumulative = cumulative + w
+        if i == last or u < cumulative / total:
+            return i
+    return last  # unreachable: the loop returns at `last`
 
 
 def check_options(options: Sequence[object]) -> None:
@@ -259,8 +312,13 @@ class Sampler:
     def __repr__(self) -> str:
         return f"Sampler(seed={self.seed}, keyed={self.keyed}, scheduler={self.scheduler!r})"
 
-    def uniform(self, key: Key = None) -> float:
-        """A uniform in [0, 1): ``u(key)`` for keyed draws, else the next value of the stream."""
+    def uniform(self, key: Key = None, bits: int | None = None) -> float:
+        """A uniform in [0, 1): ``u(key)`` for keyed draws, else the next value of the stream;
+        with ``bits=b``, ``floor(u · 2^b) / 2^b``, on the grid of a ``b``-bit float (24:
+        float32's ``torch.rand``, which can be exactly 0)."""
+        if bits is not None:
+            scale = 1 << check_bits(bits)  # type: ignore[operator]
+            return math.floor(self.uniform(key) * scale) / scale
         if key is not None and self.keyed:
             return _keyed_uniform(self._seed_mix, key)
         if not self._buffer:

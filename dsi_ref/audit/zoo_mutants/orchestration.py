@@ -163,6 +163,9 @@ class _Namespaced:
     def choose(self, options: Sequence[Any], key: Key = None) -> Any:
         return self.rng.choose(options, key=key)
 
+    def uniform(self, key: Key = None, bits: int | None = None) -> float:
+        return self.rng.uniform(key=self._key(key), bits=bits)
+
 
 def _race(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
           max_new_tokens: int, rng: Randomness, lookahead: int = 2,

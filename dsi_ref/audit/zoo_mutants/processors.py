@@ -174,6 +174,9 @@ class _NoMergeHints:
     def choose(self, options: Sequence[Any], key: Key = None) -> Any:
         return self.rng.choose(options, key=key)
 
+    def uniform(self, key: Key = None, bits: int | None = None) -> float:
+        return self.rng.uniform(key=key, bits=bits)
+
 
 StatefulStack = Callable[[LanguageModel], list[StatefulProcessor]]
 
