@@ -149,3 +149,14 @@ def test_attack_finds_the_published_false_claim() -> None:
     report = attack(Budget(examples=200, max_new_tokens=3, max_sp_degree=3, max_points=2),
                     claims=[(maximal, "random")])
     assert report.refutations and report.refutations[0].instance.eos is not None
+
+
+def test_an_instance_past_the_run_limit_is_skipped_and_counted() -> None:
+    """The budget's run limit bounds each exact law; what it skips is counted and reported,
+    never counted as checked."""
+    rejection = next(r for r in DSI_RULES if r.label == "rejection")
+    report = attack(Budget(examples=3, max_new_tokens=2, max_runs=1),
+                    claims=[(rejection, "random")])
+    assert report.skipped == 3 and not report.checked["rejection/random"]
+    assert "skipped (past the run or tie-table limit): 3" in str(report)
+    assert "past 1 runs of DSI" in str(report)

@@ -182,3 +182,18 @@ def test_keep_time_false_returns_no_time_and_needs_a_lean_run() -> None:
     with pytest.raises(InvalidParameterError, match="keep_time must be a bool"):
         dr.dsi(target, target, (), 2, dr.Sampler(0), record=False,
                keep_time=0)  # type: ignore[arg-type]
+
+
+def test_max_runs_bounds_the_work() -> None:
+    """``max_runs`` bounds the runs of the program (the work), which ``max_paths`` does not
+    when merging ends most runs early; a bad value is refused."""
+    from dsi_ref.base.errors import InvalidAuditError, PathLimitError
+
+    def program(rng: Any) -> tuple[int, ...]:
+        return tuple(rng.categorical([1, 1, 1]) for _ in range(3))
+
+    assert len(dr.exact_distribution(program, max_runs=100)) == 27
+    with pytest.raises(PathLimitError, match="more than 5 runs"):
+        dr.exact_distribution(program, max_runs=5)
+    with pytest.raises(InvalidAuditError, match="max_runs"):
+        dr.exact_distribution(program, max_runs=0)

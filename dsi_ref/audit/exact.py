@@ -153,7 +153,7 @@ def _recursion_room() -> Iterator[None]:
 def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = True,
               max_paths: int = DEFAULT_MAX_PATHS, max_choices: int = DEFAULT_MAX_CHOICES,
               witness: str = "first", scheduler: SchedulerPolicy | None = None,
-              progress: bool = False) -> ExactLaw:
+              progress: bool = False, max_runs: int | None = None) -> ExactLaw:
     """`exact_distribution`, returned as an `ExactLaw` (the law, whether floats were involved,
     and the longest path); same arguments and errors."""
     check_program(program)
@@ -162,6 +162,8 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
     progress = check_bool("progress", progress, error=InvalidAuditError)
     max_paths = check_int("max_paths", max_paths, error=InvalidAuditError)
     max_choices = check_int("max_choices", max_choices, error=InvalidAuditError)
+    if max_runs is not None:
+        max_runs = check_int("max_runs", max_runs, error=InvalidAuditError)
     check_choice("witness", witness, ("first", "shortest"), error=InvalidAuditError)
     if scheduler is not None and not callable(scheduler):
         check_choice("scheduler", scheduler, (None, "first", "last"), error=InvalidAuditError)
@@ -169,7 +171,7 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
     def engine_(check_states: bool = False) -> _Engine[V]:
         return _Engine(program, keyed, merge, max_paths, max_choices,
                        first_witness=witness == "first", scheduler=scheduler,
-                       check_states=check_states)
+                       check_states=check_states, max_runs=max_runs)
 
     engine = engine_()
     engine.progress_every = PROGRESS_EVERY
@@ -224,7 +226,8 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
                        max_choices: int = DEFAULT_MAX_CHOICES,
                        witness: str = "first",
                        scheduler: SchedulerPolicy | None = None,
-                       progress: bool = False) -> dict[V, Fraction]:
+                       progress: bool = False, max_runs: int | None = None
+                       ) -> dict[V, Fraction]:
     """The exact law of ``program(rng)`` over all of its probabilistic choices.
 
     Args:
@@ -241,6 +244,9 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
             fixes the scheduler instead, e.g. for the exact expected latency of one schedule.
         progress: show a progress bar on stderr (runs of the program, complete paths, merged
             states), refreshed every `PROGRESS_EVERY` runs; off by default.
+        max_runs: raise `PathLimitError` past this many runs of the program (``None``: no
+            limit): a bound on the work, which ``max_paths`` is not when merging ends most runs
+            before a complete path.
 
     A program's return value is its outcome, converted by `as_outcome` (a list, array or tensor
     becomes a tuple).
@@ -251,8 +257,8 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
         InvalidParameterError: the program made a malformed choice (weights that are not finite
             numbers >= 0 with a positive sum, a probability outside [0, 1], an empty
             ``choose``), refused as `Sampler` refuses it.
-        PathLimitError: more than ``max_paths`` paths, or a run of more than ``max_choices``
-            choices.
+        PathLimitError: more than ``max_paths`` paths or ``max_runs`` runs, or a run of more
+            than ``max_choices`` choices.
         ScheduleDependenceError: some ``choose`` has options leading to different laws.
         NondeterministicProgramError: the program drew randomness outside ``rng``, or a replay
             made fewer or different choices (see the module docstring): never a verdict.
@@ -262,7 +268,7 @@ def exact_distribution(program: Callable[[Any], V], *, keyed: bool = True, merge
     """
     return exact_law(program, keyed=keyed, merge=merge, max_paths=max_paths,
                      max_choices=max_choices, witness=witness, scheduler=scheduler,
-                     progress=progress).law
+                     progress=progress, max_runs=max_runs).law
 
 
 def exact_expectation(program: Callable[[Any], Fraction | float | int], **kwargs: Any

@@ -380,6 +380,7 @@ class _Engine(Generic[V]):
     first_witness: bool
     scheduler: Any = None
     check_states: bool = False  # the diagnostic run: compare the global states around each run
+    max_runs: int | None = None  # a bound on the work (None: none)
     memo: dict[Hashable, _ILaw] = field(default_factory=dict)
     paths: int = 0
     runs: int = 0
@@ -443,6 +444,9 @@ class _Engine(Generic[V]):
 
     def run(self, prefix: tuple[int, ...], jump: _Checkpoint | None = None) -> list[_Event]:
         self.runs += 1
+        if self.max_runs is not None and self.runs > self.max_runs:
+            raise PathLimitError(f"more than {self.max_runs} runs of the program; shrink the "
+                                 "problem or raise max_runs")
         if self.runs >= self.next_report:
             self.report()
         replay = self.current = _Replay(self, prefix, jump)

@@ -65,20 +65,20 @@ class Budget:
     max_lookahead: int = 3
     max_sp_degree: int = 3
     max_points: int = 2
-    max_paths: int = 100_000
+    max_runs: int = 100_000
 
     def __str__(self) -> str:
         return (f"{self.examples} examples per claim, N <= {self.max_new_tokens}, lookahead "
                 f"1-{self.max_lookahead}, sp_degree 1-{self.max_sp_degree}, latency laws with "
                 f"1-{self.max_points} support points, tie rules {'/'.join(TIE_RULES)}, queues "
-                f"fifo/lifo/any; an instance past {self.max_paths:,} paths in one exact law is "
-                "skipped and counted")
+                f"fifo/lifo/any; an instance past {self.max_runs:,} runs of DSI in one exact law "
+                "is skipped and counted")
 
 
 #: The default run's budget (a few seconds) and ``-m slow``'s (the issue's full ranges).
 SMALL = Budget(examples=5, max_new_tokens=2)
 LARGE = Budget(examples=25, max_new_tokens=4, max_lookahead=3, max_sp_degree=4, max_points=3,
-               max_paths=20_000)
+               max_runs=20_000)
 
 
 @st.composite
@@ -138,7 +138,7 @@ class AttackReport:
                  "families covered: " + ", ".join(f"{k} x{n}" for k, n in
                                                   sorted(self.families.items()))]
         if self.skipped:
-            lines.append(f"skipped (past the path or tie-table limit): {self.skipped}")
+            lines.append(f"skipped (past the run or tie-table limit): {self.skipped}")
         lines += [str(r) for r in self.refutations] or ["no lossless claim refuted"]
         return "\n".join(lines)
 
@@ -171,11 +171,11 @@ def _attack_one(rule: DSIRule, cls: SchedulerClass, budget: Budget, derandomize:
     def holds(instance: Instance) -> None:
         started = time.perf_counter()
         try:
-            finding = check_instance(cls, instance, max_paths=budget.max_paths)
+            finding = check_instance(cls, instance, max_runs=budget.max_runs)
         except PathLimitError:
             report.skipped += 1
             if progress:
-                print(f"    skipped (past the path limit): {instance}", flush=True)
+                print(f"    skipped (past the run limit): {instance}", flush=True)
             return
         if progress:
             print(f"    {time.perf_counter() - started:6.1f} s  {instance}", flush=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from ..audit.exact import DEFAULT_MAX_PATHS, Witness, exact_distribution
+from ..audit.exact import Witness, exact_distribution
 from ..audit.laws import compare_laws, target_distribution
 from ..audit.schedulers import TIE_RULES as CLASS_TIE_RULES
 from ..audit.schedulers import SchedulerClass, oblivious_schedules, tie_rule_law
@@ -146,14 +146,14 @@ class Finding:
 
 
 def check_instance(scheduler_class: SchedulerClass, instance: Instance, *,
-                   max_paths: int = DEFAULT_MAX_PATHS) -> Finding:
+                   max_runs: int | None = None) -> Finding:
     """Check DSI on ``instance`` against every scheduler of ``scheduler_class``, exactly (each
-    exact law within ``max_paths`` complete paths).
+    exact law within ``max_runs`` runs of DSI; ``None``: no limit).
 
     Raises:
         InvalidParameterError: ``oblivious`` on an instance with random latencies.
         PathLimitError: the ``"every"`` tie rule meets more than `EVERY_TIE_LIMIT` tables, or an
-            exact law more than ``max_paths`` paths.
+            exact law more than ``max_runs`` runs.
     """
     if scheduler_class == "oblivious" and not instance.constant_latency:
         raise InvalidParameterError("the oblivious class fixes latencies: this instance draws "
@@ -173,10 +173,10 @@ def check_instance(scheduler_class: SchedulerClass, instance: Instance, *,
         laws: list[tuple[object, dict[Any, Fraction]]]
         if instance.tie_rule == "every":
             laws = list(oblivious_schedules(program, max_schedules=EVERY_TIE_LIMIT,
-                                            max_paths=max_paths))
+                                            max_runs=max_runs))
         else:
             laws = [(f"{instance.tie_rule!r}",
-                     tie_rule_law(program, instance.tie_rule, max_paths=max_paths))]
+                     tie_rule_law(program, instance.tie_rule, max_runs=max_runs))]
         worst: tuple[Fraction, str] = (Fraction(0), "")
         for schedule, law in laws:
             report = compare_laws(law, reference)
@@ -184,7 +184,7 @@ def check_instance(scheduler_class: SchedulerClass, instance: Instance, *,
                 worst = (report.tv_distance, f"ties {schedule}")
         return Finding(not worst[1], worst[0], worst[1])
     try:
-        law = exact_distribution(program, witness="shortest", max_paths=max_paths)
+        law = exact_distribution(program, witness="shortest", max_runs=max_runs)
     except ScheduleDependenceError as error:
         witness: Witness | None = error.witness
         return Finding(False, None, str(witness))
