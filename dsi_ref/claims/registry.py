@@ -167,12 +167,18 @@ _MAXIMAL_ADAPTIVE = InstanceWitness(
     "drafter cost 1/3, target cost 1, verify='block', block_windows='maximal', ties: every "
     "resolution")
 _MAXIMAL_RANDOM = InstanceWitness(
-    instance_of(TableLM.context_free((_F(1, 3), _F(4, 9), _F(2, 9)), eos=2),
-                TableLM.context_free((_F(4, 11), _F(4, 11), _F(3, 11)), eos=2), 3, 3, 3, _F(1),
-                {_F(1): _F(1, 2), _F(3): _F(1, 2)}, verify="block", block_windows="maximal",
-                tie_rule="last"),
-    "random", "an EOS draft ends the drafting early, so content moves the random timing, and "
-    "the timing moves the block boundaries")
+    instance_of(TableLM.context_free((_F(1, 2), _F(1, 2)), eos=1),
+                TableLM.context_free((_F(2, 3), _F(1, 3)), eos=1), 3, 3, 2, _F(1, 3),
+                {_F(1): _F(1, 2), _F(2): _F(1, 2)}, verify="block", block_windows="maximal",
+                tie_rule="first"),
+    "random", "found and shrunk by the attack search; an EOS draft ends the drafting early, so "
+    "content moves the random timing, and the timing moves the block boundaries")
+#: The instance that first refuted the row (issue 23): V = 3, N = 3, SP = 3, target cost 1 or 3.
+MAXIMAL_RANDOM_FIRST_FOUND = instance_of(
+    TableLM.context_free((_F(1, 3), _F(4, 9), _F(2, 9)), eos=2),
+    TableLM.context_free((_F(4, 11), _F(4, 11), _F(3, 11)), eos=2), 3, 3, 3, _F(1),
+    {_F(1): _F(1, 2), _F(3): _F(1, 2)}, verify="block", block_windows="maximal",
+    tie_rule="last")
 
 #: Per DSI rule, the classes it is lossy under, with the minimal witness.
 _DSI_LOSSY: dict[str, dict[SchedulerClass, InstanceWitness]] = {

@@ -438,10 +438,12 @@ class DSIRun:
         """The event loop: deliver the earliest events (ties in an order the scheduler chooses)
         until the last position is committed."""
         hint = merge_hint(self.rng)
-        if self._fixed.changed(self):  # what the run is built on, before it starts
-            self._fixed = FixedParts(self, _FIXED)
         if hint is not None and resumes(self.rng) and self._resumable():
             return run_resuming(self, hint)
+        # what the run is built on, before it starts (a resuming run checks its parts when it
+        # restores a snapshot, `same_parts`)
+        if self._fixed.changed(self):
+            self._fixed = FixedParts(self, _FIXED)
         if not self.done:
             self.start_drafting()
             self.submit(0, 0, frontier=True)

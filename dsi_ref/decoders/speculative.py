@@ -281,10 +281,12 @@ class SIRun:
     def run(self) -> Run:
         """Iterate until ``N`` tokens are committed or EOS is."""
         hint = merge_hint(self.rng)
-        if self._fixed.changed(self):  # what the run is built on, before it starts
-            self._fixed = FixedParts(self, _FIXED)
         if hint is not None and resumes(self.rng) and self._resumable():
             return self._run_resuming(hint)
+        # what the run is built on, before it starts (a resuming run checks its parts when it
+        # restores a snapshot, `same_parts`)
+        if self._fixed.changed(self):
+            self._fixed = FixedParts(self, _FIXED)
         while len(self.tokens) < self.n and not self.done:
             if hint:
                 hint(self.state(), entry=self.stats["iterations"] == 0,
