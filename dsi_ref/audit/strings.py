@@ -19,12 +19,10 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, ClassVar
 
-from ..base.errors import InvalidParameterError
-from ..base.models import LanguageModel, Number, TableLM
+from ..base.models import LanguageModel, TableLM
 from ..base.result import Run
 from ..base.tokenizers import Tokenizer
-from ..base.validate import check_int
-from ..decoders.vocab import _conditional, cross_vocab_speculative
+from ..decoders.vocab import conditional_law, cross_vocab_speculative
 from .exact import Law, exact_distribution
 from .laws import (
     LosslessReport,
@@ -49,44 +47,6 @@ def string_law(law: Mapping[Any, Fraction], tokenizer: Tokenizer) -> dict[str, F
         text = tokenizer.decode(ids.tokens if isinstance(ids, Run) else ids)
         out[text] = out.get(text, Fraction(0)) + prob
     return out
-
-
-def conditional_law(law: Mapping[tuple[int, ...], Number], prefix: Sequence[int],
-                    vocab_size: int) -> list[Number]:
-    """``ψ_j``, the per-position law of a block of target tokens: the law of ``block[j]`` given
-    ``block[:j] == prefix`` and ``len(block) > j`` (``j = len(prefix)``), over a vocabulary of
-    ``vocab_size`` ids, when ``block`` follows ``law``.
-
-    With ``law`` a `dsi_ref.decoders.vocab.block_law` (the target drafts of one iteration of
-    a drafter of another vocabulary) this is the string-level proposal that SLRS verifies each
-    draft against, and ``prefix=()`` the row of `dsi_ref.decoders.vocab.string_level_drafter`
-    (the same computation, which the decoders use). Exact when ``law`` is.
-
-    Raises:
-        InvalidParameterError: ``vocab_size`` is not an int >= 1, a block of ``law`` continues
-            ``prefix`` with an id outside the vocabulary, or no block does (the event has
-            probability 0: ``ψ`` is undefined there).
-
-    >>> law = {(0, 1): F(1, 2), (0, 2): F(1, 4), (1,): F(1, 4)}
-    >>> [str(x) for x in conditional_law(law, (), 3)]
-    ['3/4', '1/4', '0']
-    >>> [str(x) for x in conditional_law(law, (0,), 3)]
-    ['0', '2/3', '1/3']
-    """
-    vocab_size = check_int("vocab_size", vocab_size, low=1)
-    prefix = tuple(prefix)
-    j = len(prefix)
-    outside = sorted({b[j] for b in law if len(b) > j and b[:j] == prefix
-                      and not (isinstance(b[j], int) and 0 <= b[j] < vocab_size)}, key=repr)
-    if outside:
-        raise InvalidParameterError(f"conditional_law: blocks continue {prefix!r} with "
-                                    f"{outside!r}, not ids of a vocabulary of {vocab_size}")
-    row = _conditional(law, prefix, vocab_size)
-    if row is None:
-        raise InvalidParameterError(f"conditional_law: no block of positive probability "
-                                    f"continues {prefix!r}, so the law of its next token is "
-                                    "undefined")
-    return row
 
 
 def target_string_distribution(target: LanguageModel, tokenizer: Tokenizer,

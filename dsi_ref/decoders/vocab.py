@@ -46,7 +46,7 @@ from .common import check_inputs, model_probs
 from .verification import RejectionSampling
 
 __all__ = ["CROSS_VOCAB_ALGORITHMS", "CROSS_VOCAB_RUNS", "STATS", "CrossVocabAlgorithm",
-           "CrossVocabRun", "SLEMRun", "SLRSRun", "TLIRun", "block_law",
+           "CrossVocabRun", "SLEMRun", "SLRSRun", "TLIRun", "block_law", "conditional_law",
            "cross_vocab_speculative", "shared_tokens", "string_level_drafter"]
 
 CrossVocabAlgorithm = Literal["slem", "tli", "slrs"]
@@ -123,6 +123,46 @@ def _conditional(law: Mapping[tuple[int, ...], Number], prefix: tuple[int, ...],
     if not total > 0:
         return None
     return [x / total for x in row]
+
+
+def conditional_law(law: Mapping[tuple[int, ...], Number], prefix: Sequence[int],
+                    vocab_size: int) -> list[Number]:
+    """``ψ_j``, the per-position law of a block of target tokens: the law of ``block[j]`` given
+    ``block[:j] == prefix`` and ``len(block) > j`` (``j = len(prefix)``), over a vocabulary of
+    ``vocab_size`` ids, when ``block`` follows ``law``.
+
+    With ``law`` a `dsi_ref.decoders.vocab.block_law` (the target drafts of one iteration of
+    a drafter of another vocabulary) this is the string-level proposal that SLRS verifies each
+    draft against, and ``prefix=()`` the row of `dsi_ref.decoders.vocab.string_level_drafter`
+    (the same computation, ``_conditional``, which the decoders use without the checks). Exact
+    when ``law`` is.
+
+    Raises:
+        InvalidParameterError: ``vocab_size`` is not an int >= 1, a block of ``law`` continues
+            ``prefix`` with an id outside the vocabulary, or no block does (the event has
+            probability 0: ``ψ`` is undefined there).
+
+    >>> from fractions import Fraction as F
+    >>> law = {(0, 1): F(1, 2), (0, 2): F(1, 4), (1,): F(1, 4)}
+    >>> [str(x) for x in conditional_law(law, (), 3)]
+    ['3/4', '1/4', '0']
+    >>> [str(x) for x in conditional_law(law, (0,), 3)]
+    ['0', '2/3', '1/3']
+    """
+    vocab_size = check_int("vocab_size", vocab_size, low=1)
+    prefix = tuple(prefix)
+    j = len(prefix)
+    outside = sorted({b[j] for b in law if len(b) > j and b[:j] == prefix
+                      and not (isinstance(b[j], int) and 0 <= b[j] < vocab_size)}, key=repr)
+    if outside:
+        raise InvalidParameterError(f"conditional_law: blocks continue {prefix!r} with "
+                                    f"{outside!r}, not ids of a vocabulary of {vocab_size}")
+    row = _conditional(law, prefix, vocab_size)
+    if row is None:
+        raise InvalidParameterError(f"conditional_law: no block of positive probability "
+                                    f"continues {prefix!r}, so the law of its next token is "
+                                    "undefined")
+    return row
 
 
 class CrossVocabRun:
