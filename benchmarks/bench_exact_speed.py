@@ -10,6 +10,8 @@ Instances (the limit is the target):
 * ``si`` — the exact law of SI (`dsi_ref.speculative`, rejection sampling) on a random bigram
   pair (``TableLM.random(4, 1, seed=1)`` target, ``seed=2`` drafter), vocabulary 4,
   ``max_new_tokens = 6``, lookahead 3: at most 20 × `target_distribution` on the same target.
+* ``si-lean`` — the same law of tokens from lean SI runs (``record=False, keep_time=False``:
+  no trace, counters or time, so paths that reach the same tokens merge).
 * ``dsi`` — the exact law of DSI (`dsi_ref.dsi`) on the same pair, lookahead 3, sp_degree 2,
   every other setting at its default (latency: drafter 1/10, target 1; rejection; fifo queue;
   ``record=True``), quantified over every schedule (``exact_distribution``'s default): at most
@@ -73,9 +75,14 @@ def instances(dr: Any) -> dict[str, Instance]:
     drafter = dr.TableLM.random(4, 1, seed=2, name="drafter")
     n = 6
 
-    def si() -> dict[Any, Fraction]:
-        return exact_distribution(
-            lambda rng: dr.speculative(target, drafter, (), n, rng, lookahead=3).tokens)
+    def si(lean: bool) -> Callable[[], dict[Any, Fraction]]:
+        options = {"record": False, "keep_time": False} if lean else {}
+
+        def law() -> dict[Any, Fraction]:
+            return exact_distribution(
+                lambda rng: dr.speculative(target, drafter, (), n, rng, lookahead=3,
+                                           **options).tokens)
+        return law
 
     def dsi(record: bool) -> Callable[[], dict[Any, Fraction]]:
         def law() -> dict[Any, Fraction]:
@@ -106,7 +113,9 @@ def instances(dr: Any) -> dict[str, Instance]:
         return target_distribution(cf_target, (), n)
 
     return {
-        "si": Instance("si", "SI, V=4 bigram, N=6, k=3", si, reference, "20x"),
+        "si": Instance("si", "SI, V=4 bigram, N=6, k=3", si(False), reference, "20x"),
+        "si-lean": Instance("si-lean", "SI as si, record=False, keep_time=False", si(True),
+                            reference, "20x"),
         "dsi": Instance("dsi", "DSI, V=4 bigram, N=6, k=3, SP=2, record", dsi(True),
                         reference, "200x"),
         "dsi-lean": Instance("dsi-lean", "DSI as dsi, record=False", dsi(False), reference,
@@ -153,8 +162,9 @@ def paired(inst: Instance, repeats: int, progress: Callable[[int, float, float],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="exact laws per instance")
-    parser.add_argument("--instances", default="si,dsi,point1-first,point1-last,point1-uniform",
-                        help="comma-separated, from si, dsi, dsi-lean, point1-first, "
+    parser.add_argument("--instances",
+                        default="si,si-lean,dsi,point1-first,point1-last,point1-uniform",
+                        help="comma-separated, from si, si-lean, dsi, dsi-lean, point1-first, "
                         "point1-last, point1-uniform, block-fixed")
     parser.add_argument("--src", default=None,
                         help="import dsi_ref from this checkout (e.g. an older worktree)")

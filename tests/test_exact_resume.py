@@ -87,14 +87,18 @@ def test_dsi_resuming_and_relative_time_keep_the_law(
 
 @SETTINGS
 @given(pair=pairs(), latency=latencies(), rule=st.sampled_from(RULES),
-       lookahead=st.integers(1, 3), n=st.integers(1, 4))
+       lookahead=st.integers(1, 3), n=st.integers(1, 4),
+       lean=st.sampled_from(["record", "lean", "no time"]))
 def test_si_resuming_keeps_the_law(pair: tuple[dr.TableLM, dr.TableLM], latency: dr.Latency,
-                                   rule: str, lookahead: int, n: int) -> None:
+                                   rule: str, lookahead: int, n: int, lean: str) -> None:
     target, drafter = pair
 
     def program(rng: Any) -> Any:
         run = dr.speculative(target, drafter, (), n, rng, lookahead=lookahead, verify=rule,
-                             latency=latency)
+                             latency=latency, record=lean == "record",
+                             keep_time=lean != "no time")
+        if lean == "no time":
+            return run.tokens
         return run.tokens, run.time, run.trace, tuple(sorted(run.stats.items()))
 
     merged = dr.exact_distribution(program)
@@ -173,15 +177,20 @@ def test_the_engine_says_which_schedulers_read_keys() -> None:
     assert [seen[s] for s in seen] == [False, False, False, True]
 
 
-def test_keep_time_false_returns_no_time_and_needs_a_lean_run() -> None:
+@pytest.mark.parametrize("decoder", [dr.dsi, dr.speculative])
+def test_keep_time_false_returns_no_time_and_needs_a_lean_run(decoder: Any) -> None:
     target = dr.TableLM.context_free((F(1, 2), F(1, 2)))
-    run = dr.dsi(target, target, (), 2, dr.Sampler(0), record=False, keep_time=False)
-    assert math.isnan(run.time) and len(run.tokens) == 2
+    run = decoder(target, target, (), 2, dr.Sampler(0), record=False, keep_time=False)
+    assert math.isnan(run.time) and len(run.tokens) == 2 and not run.trace and not run.stats
+    lean = decoder(target, target, (), 2, dr.Sampler(0), record=False)
+    recorded = decoder(target, target, (), 2, dr.Sampler(0))
+    assert (lean.tokens, lean.time) == (recorded.tokens, recorded.time) and recorded.trace
     with pytest.raises(InvalidParameterError, match="keep_time=False needs record=False"):
-        dr.dsi(target, target, (), 2, dr.Sampler(0), keep_time=False)
+        decoder(target, target, (), 2, dr.Sampler(0), keep_time=False)
     with pytest.raises(InvalidParameterError, match="keep_time must be a bool"):
-        dr.dsi(target, target, (), 2, dr.Sampler(0), record=False,
-               keep_time=0)  # type: ignore[arg-type]
+        decoder(target, target, (), 2, dr.Sampler(0), record=False, keep_time=0)
+    with pytest.raises(InvalidParameterError, match="record must be a bool"):
+        decoder(target, target, (), 2, dr.Sampler(0), record="no")
 
 
 def test_max_runs_bounds_the_work() -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "Recorder",
     "attribute_state",
     "check_inputs",
+    "check_record",
     "check_rng",
     "cost_laws",
     "fingerprint",
@@ -65,6 +66,18 @@ _UNCHECKED: object = object()
 #: The default costs (`Latency()`), made once: a `Latency` is immutable, and validating it is a
 #: visible share of a short run (the exact engine runs a decoder thousands of times).
 DEFAULT_LATENCY = Latency()
+
+
+def check_record(record: object, keep_time: object) -> None:
+    """The rule for a decoder's ``record`` and ``keep_time`` (both bools; ``keep_time=False``
+    needs ``record=False``, a trace holding the times): `InvalidParameterError` otherwise."""
+    if not isinstance(record, bool):
+        raise InvalidParameterError(f"record must be a bool, got {record!r}")
+    if not isinstance(keep_time, bool):
+        raise InvalidParameterError(f"keep_time must be a bool, got {keep_time!r}")
+    if not keep_time and record:
+        raise InvalidParameterError("keep_time=False needs record=False (a trace holds the "
+                                    "times)")
 
 
 def check_rng(rng: object) -> None:
@@ -209,10 +222,11 @@ def forward_cost(laws: dict[tuple[str, bool], CostLaw], model: str, first: bool,
 class Recorder:
     """The virtual clock and the trace of one sequential run (non-SI and SI)."""
 
-    __slots__ = ("costs", "first", "latency", "stats", "time", "trace")
+    __slots__ = ("costs", "first", "latency", "record", "stats", "time", "trace")
 
-    def __init__(self, latency: Latency, stats: Sequence[str]) -> None:
+    def __init__(self, latency: Latency, stats: Sequence[str], *, record: bool = True) -> None:
         self.latency = latency
+        self.record = record  # False: a lean run, whose trace stays empty
         self.time: Time = Fraction(0)
         self.trace: list[Event] = []
         self.stats = dict.fromkeys(stats, 0)
@@ -228,12 +242,14 @@ class Recorder:
         if first:
             self.first[model] = False
         end = self.time + cost
-        self.trace.append(Event(model, kind, self.time, end, positions, note))
+        if self.record:
+            self.trace.append(Event(model, kind, self.time, end, positions, note))
         self.time = end
 
     def commit(self, positions: tuple[int, ...], note: str) -> None:
         """Mark a commit on the trace."""
-        self.trace.append(Event("committer", "commit", self.time, self.time, positions, note))
+        if self.record:
+            self.trace.append(Event("committer", "commit", self.time, self.time, positions, note))
 
     def state(self, tokens: list[int]) -> Hashable:
         """Everything the rest of the run depends on (for the exact engine's merge points)."""

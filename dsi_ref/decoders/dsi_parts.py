@@ -9,6 +9,7 @@ from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
 from ..base.models import Number
 from ..base.validate import check_choice, check_int
+from .common import check_record
 from .verification import Rule, VerifyRule, as_rule
 
 __all__ = ["QUEUE_POLICIES", "DSIConfig", "DraftForward", "QueuePolicy", "Task"]
@@ -69,13 +70,7 @@ class DSIConfig:
         check_choice("block_windows", self.block_windows, ("fixed", "maximal"))
         if not isinstance(self.latency, Latency):
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
-        if not isinstance(self.record, bool):
-            raise InvalidParameterError(f"record must be a bool, got {self.record!r}")
-        if not isinstance(self.keep_time, bool):
-            raise InvalidParameterError(f"keep_time must be a bool, got {self.keep_time!r}")
-        if not self.keep_time and self.record:
-            raise InvalidParameterError("keep_time=False needs record=False (a trace holds the "
-                                        "times)")
+        check_record(self.record, self.keep_time)
 
 
 @dataclass(eq=False)

@@ -25,6 +25,7 @@ override one step each.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, cast
@@ -42,6 +43,7 @@ from .common import (
     PrefixKey,
     Recorder,
     check_inputs,
+    check_record,
     merge_hint,
     model_reader,
     overridden,
@@ -82,11 +84,19 @@ class SpeculativeConfig:
         lookahead: drafts per iteration (``k`` in docs/paper.md), ``>= 1``.
         verify: ``"rejection"``, ``"exact_match"``, ``"greedy"``, or a `Rule` object.
         latency: forward costs on the virtual clock.
+        record: keep the trace and the counters (default). ``False`` gives a lean run (empty
+            ``trace`` and ``stats``) whose exact enumeration merges paths with different
+            histories; the law of ``tokens`` and ``time`` is the same.
+        keep_time: return the virtual time (default). ``False`` (with ``record=False``) returns
+            ``Run.time`` as NaN and merges paths that reach the same tokens at different
+            times: use it when only ``tokens`` matter.
     """
 
     lookahead: int
     verify: VerifyRule | Rule = "rejection"
     latency: Latency = field(default_factory=Latency)
+    record: bool = True
+    keep_time: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lookahead", check_int("lookahead", self.lookahead))
@@ -96,6 +106,7 @@ class SpeculativeConfig:
             raise InvalidParameterError(str(error)) from None
         if not isinstance(self.latency, Latency):
             raise InvalidParameterError("latency must be a dsi_ref.Latency")
+        check_record(self.record, self.keep_time)
 
 
 class SIRun:
@@ -131,7 +142,7 @@ class SIRun:
             "target": model_reader(target)}
         if drafter is not None:
             self.readers["drafter"] = model_reader(drafter)
-        self.rec = Recorder(config.latency, STATS)
+        self.rec = Recorder(config.latency, STATS, record=config.record)
         self.stats = self.rec.stats
         self.tokens: list[int] = []
         self.done = False
@@ -375,7 +386,11 @@ class SIRun:
         are never rebound, the rule has no attributes): ``own_state`` is ``(done, (), ())``
         unless the run was given attributes of its own."""
         if self.__dict__.keys() <= _SKIP_OWN and not vars(self.rule):
-            rec = self.rec  # `Recorder.state`, the trace as the id of its contents (`PrefixKey`)
+            rec = self.rec
+            if not self.cfg.record:  # a lean run: no trace, no counters (and maybe no time)
+                return ((tuple(self.tokens), rec.time if self.cfg.keep_time else None,
+                         tuple(rec.first.items())), (self.done, (), ()))
+            # `Recorder.state`, the trace as the id of its contents (`PrefixKey`)
             return ((tuple(self.tokens), rec.time, ("trace", self._trace_key.of(rec.trace)),
                      tuple(rec.stats.items()), tuple(rec.first.items())), (self.done, (), ()))
         return self.state()
@@ -448,7 +463,10 @@ class SIRun:
         return {name: self.stats[name] for name in self.stat_names}
 
     def result(self) -> Run:
-        """The finished `Run`: tokens, the time of the last event, the trace, the counters."""
+        """The finished `Run`: tokens, the time of the last event, the trace, the counters
+        (a lean run: no trace, no counters, and NaN for the time unless ``keep_time``)."""
+        if not self.cfg.record:
+            return Run(tuple(self.tokens), self.rec.time if self.cfg.keep_time else math.nan)
         return Run(tuple(self.tokens), self.rec.time, tuple(self.rec.trace), self.counters())
 
 
@@ -469,13 +487,16 @@ _SKIP_OWN = _ACCOUNTED | _SCRATCH
 
 def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],
                 max_new_tokens: int, rng: Randomness, lookahead: int = 3,
-                verify: VerifyRule | Rule = "rejection", *, latency: Latency | None = None) -> Run:
+                verify: VerifyRule | Rule = "rejection", *, latency: Latency | None = None,
+                record: bool = True, keep_time: bool = True) -> Run:
     """Speculative inference: draft ``lookahead`` tokens, verify them with one target forward.
 
     Returns a `Run` whose ``tokens`` follow the target's law exactly (for ``"rejection"`` and
     ``"exact_match"``; the greedy target sequence for ``"greedy"``), whatever the drafter.
+    ``record=False`` returns no trace and no counters, ``keep_time=False`` no time either
+    (`SpeculativeConfig`): the same law of tokens, and far more merging in the exact engine.
     """
     config = reuse_config(SpeculativeConfig, lookahead, verify,
-                          DEFAULT_LATENCY if latency is None else latency)
+                          DEFAULT_LATENCY if latency is None else latency, record, keep_time)
     prompt = check_inputs(target, prompt, max_new_tokens, drafter, rng=rng)
     return SIRun(target, drafter, prompt, max_new_tokens, rng, config).run()
