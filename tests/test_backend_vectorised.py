@@ -114,3 +114,135 @@ def test_the_keyed_draw_is_samplers_own() -> None:
 def test_bad_weights_are_refused(weights: np.ndarray, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         categorical(weights, Sampler(0), "k")
+
+
+# --- block verification on numpy rows -------------------------------------------------------
+
+def _block_rows(gen: np.random.Generator, size: int, m: int, case: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``m + 1`` target rows and ``m`` drafter rows: random with zeros, equal rows (``p = q``:
+    weight 1, empty residual), tied entries, and softmaxes of related logits (the engine's)."""
+    if case == 3:
+        logits = gen.standard_normal((m + 1, size)) * 4
+        target = np.exp(logits - logits.max(axis=1, keepdims=True))
+        noisy = logits[:m] + gen.standard_normal((m, size)) * 1.2
+        drafter = np.exp(noisy - noisy.max(axis=1, keepdims=True))
+    else:
+        target = gen.random((m + 1, size)) * (gen.random((m + 1, size)) > 0.3)
+        drafter = gen.random((m, size)) * (gen.random((m, size)) > 0.3)
+        target[np.arange(m + 1), gen.integers(size, size=m + 1)] += 0.1
+        drafter[np.arange(m), gen.integers(size, size=m)] += 0.1
+        if case == 1:
+            drafter[: m // 2 + 1] = target[: m // 2 + 1]            # p = q at some positions
+        if case == 2:
+            target[:, : size // 2] = 1.0 / size                     # ties
+            drafter[:, size // 4: size // 2 + 1] = 1.0 / size
+    return (target / target.sum(axis=1, keepdims=True),
+            drafter / drafter.sum(axis=1, keepdims=True))
+
+
+def _window(rule: object, target: np.ndarray, drafter: np.ndarray, seed: int,
+            context: tuple[int, ...], m: int, rng: Sampler | None = None) -> list[object]:
+    """Draft ``m`` tokens with ``rule`` and decide the window: the reference on tuples of
+    Python floats, the vectorised rule on the numpy rows."""
+    from dsi_ref.backends.vectorised import vectorised_rule
+    from dsi_ref.decoders.verification import BlockVerification, decide_window
+
+    reference = isinstance(rule, BlockVerification) and type(rule) is BlockVerification
+    rows_p = [tuple(r.tolist()) for r in target] if reference else target
+    rows_q = [tuple(r.tolist()) for r in drafter] if reference else list(drafter)
+    fast = vectorised_rule("rejection")          # drafts: the (tested) vectorised draft
+    drafts = [fast.draft(drafter[i], Sampler(seed), context + (i,)) for i in range(m)]
+    got = decide_window(rule, rows_p, rows_q, drafts,  # type: ignore[arg-type]
+                        rng if rng is not None else Sampler(seed), context)
+    return [drafts, got]
+
+
+# alpha: the kinds are a coverage check; each of the 4 kinds of window (all accepted, some, none
+# accepted, a lone draft) fails to occur in 600 random windows with probability far below 1e-30
+@pytest.mark.montecarlo(alpha=1e-30)
+def test_block_verification_on_numpy_rows_decides_like_the_reference() -> None:
+    from dsi_ref.backends.vectorised import _VectorisedBlock, vectorised_rule
+    from dsi_ref.decoders.verification import BlockVerification
+
+    reference, fast = BlockVerification(), vectorised_rule("block")
+    assert isinstance(fast, _VectorisedBlock) and fast.name == "block"
+    gen = np.random.default_rng(11)
+    seen = set()
+    for seed in range(600):
+        size = int(gen.integers(2, 60)) if seed % 10 else int(gen.integers(500, 3000))
+        m = 1 + seed % 6
+        target, drafter = _block_rows(gen, size, m, seed % 4)
+        context = tuple(int(t) for t in gen.integers(0, size, seed % 4))
+        ref = _window(reference, target, drafter, seed, context, m)
+        out = _window(fast, target, drafter, seed, context, m)
+        assert out == ref, seed
+        accepted = sum(d.accepted for d in out[1])       # type: ignore[attr-defined]
+        seen.add("lone" if m == 1 else "all" if accepted == m else "none" if not accepted
+                 else "some")
+    assert seen == {"lone", "all", "none", "some"}
+
+
+def test_block_verification_at_the_engines_vocabulary() -> None:
+    from dsi_ref.backends.vectorised import vectorised_rule
+    from dsi_ref.decoders.verification import BlockVerification
+
+    gen = np.random.default_rng(5)
+    for seed in range(12):
+        target, drafter = _block_rows(gen, 32000, 5, 3)
+        assert _window(vectorised_rule("block"), target, drafter, seed, (seed,), 5) == \
+            _window(BlockVerification(), target, drafter, seed, (seed,), 5)
+
+
+@pytest.mark.montecarlo(alpha=0, reason="u is placed on the reference's h (and one ulp around "
+                        "it), so the pairwise sum cannot certify the coin: no draw can fail")
+def test_block_coins_at_the_boundary_follow_the_sequential_sum() -> None:
+    from dsi_ref.backends.vectorised import (
+        _rounding_bound,
+        _stop_coin,
+        sequential_sum,
+        weighted_residual,
+    )
+    from dsi_ref.decoders.verification import stop_weight
+    from dsi_ref.decoders.verification import weighted_residual as reference_residual
+
+    gen = np.random.default_rng(9)
+    differ = 0
+    for case in range(40):
+        size = [7, 1000, 32000][case % 3]
+        target, drafter = _block_rows(gen, size, 1, case % 4)
+        weight = float(gen.random()) if case % 5 else 1.0
+        rest = weighted_residual(weight, target[0], drafter[0])
+        listed = reference_residual(weight, target[0].tolist(), drafter[0].tolist())
+        assert rest.tolist() == listed                    # entry for entry the same numbers
+        h = stop_weight(weight, sum(listed))
+        assert sequential_sum(rest) == sum(listed)
+        differ += float(rest.sum()) != sum(listed)
+        assert abs(float(rest.sum()) - sum(listed)) <= _rounding_bound(size, float(rest.sum()))
+        for u in (h, math.nextafter(h, 0.0), math.nextafter(h, 1.0), 0.0):
+            if 0.0 <= u < 1.0:
+                assert _stop_coin(weight, rest, _FixedUniform(float(u)), "k") == (u < h)
+    assert differ > 0             # pairwise and sequential sums did differ somewhere
+
+
+def test_the_engine_runs_block_verification_vectorised() -> None:
+    pytest.importorskip("torch")
+    import dsi_ref as dr
+    from dsi_ref.backends.engine import Engine, _WallClockDSI, _WallClockSI
+    from dsi_ref.backends.torch_model import build_pair
+    from dsi_ref.backends.vectorised import _VectorisedBlock, vectorised_rule
+    from dsi_ref.decoders.dsi import DSIConfig
+    from dsi_ref.decoders.speculative import SpeculativeConfig
+    from dsi_ref.decoders.verification import BlockVerification
+
+    assert isinstance(vectorised_rule(BlockVerification()), _VectorisedBlock)
+
+    class Custom(BlockVerification):
+        pass
+
+    custom = Custom()
+    assert vectorised_rule(custom) is custom                  # a subclass keeps its own steps
+    with Engine(*build_pair()) as engine:
+        si = _WallClockSI(engine, (1, 2), 4, dr.Sampler(0), SpeculativeConfig(3, "block"), True)
+        dsi = _WallClockDSI(engine, (1, 2), 4, dr.Sampler(0), DSIConfig(3, 2, verify="block"))
+        assert isinstance(si.rule, _VectorisedBlock) and isinstance(dsi.rule, _VectorisedBlock)
