@@ -47,7 +47,7 @@ drafts before position ``i`` (``ctx`` = the tokens before ``i``, ending with tho
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, TypeAlias, cast, runtime_checkable
 
 from ..base.errors import InvalidParameterError, NumericalError
 from ..base.models import Number
@@ -73,6 +73,7 @@ __all__ = [
     "is_window_rule",
     "path_weight",
     "residual",
+    "residual_row",
     "stop_weight",
     "weighted_residual",
 ]
@@ -114,9 +115,19 @@ def _residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> 
 
 def _remembered(weight: Number, target_probs: tuple[Number, ...],
                 draft_probs: tuple[Number, ...]) -> list[Number]:
-    """``(w · p − q)+`` (with ``w = 1``: ``(p − q)+``) for rows that are tuples (a model's rows:
-    the same objects at every draw), remembered by their identity and the weight (its type
-    too), so that an exact run computes each residual once; a fresh list each time."""
+    """`residual_row`'s row as a fresh list."""
+    return list(residual_row(weight, target_probs, draft_probs)[0])
+
+
+def residual_row(weight: Number, target_probs: Sequence[Number], draft_probs: Sequence[Number]
+                 ) -> tuple[Sequence[Number], Number]:
+    """``(w · p − q)+`` (with ``w = 1``: ``(p − q)+``) and its mass ``ρ``, for the rules to read
+    (not to change). Rows that are tuples (a model's rows: the same objects at every draw) are
+    remembered by their identity and the weight (its type too), so that an exact run computes
+    each residual once and hands the exact engine the same tuple each time."""
+    if type(target_probs) is not tuple or type(draft_probs) is not tuple:
+        row = _residual([weight * t for t in target_probs], draft_probs)
+        return row, cast(Number, sum(row))
     key = (id(target_probs), id(draft_probs), type(weight), weight)
     hit = _RESIDUALS.get(key)
     if hit is None or hit[0] is not target_probs or hit[1] is not draft_probs:
@@ -124,14 +135,17 @@ def _remembered(weight: Number, target_probs: tuple[Number, ...],
             _RESIDUALS.clear()
         scaled = target_probs if type(weight) is int and weight == 1 else [
             weight * t for t in target_probs]
-        hit = _RESIDUALS[key] = (target_probs, draft_probs,
-                                 tuple(_residual(scaled, draft_probs)))
-    return list(hit[2])
+        remembered = tuple(_residual(scaled, draft_probs))
+        hit = (target_probs, draft_probs, remembered, cast(Number, sum(remembered)))
+        _RESIDUALS[key] = hit
+    return hit[2], hit[3]
 
 
-#: `_remembered`'s table: ``(id p, id q, type of w, w) -> (p, q, (w·p − q)+)``, holding the rows
-#: so that an id is not reused while remembered; cleared past `_RESIDUALS_SIZE` entries.
-_RESIDUALS: dict[tuple[int, int, type, object], tuple[object, object, tuple[Number, ...]]] = {}
+#: `residual_row`'s table: ``(id p, id q, type of w, w) -> (p, q, (w·p − q)+, its mass)``,
+#: holding the rows so that an id is not reused while remembered; cleared past
+#: `_RESIDUALS_SIZE` entries.
+_RESIDUALS: dict[tuple[int, int, type, object],
+                 tuple[object, object, tuple[Number, ...], Number]] = {}
 _RESIDUALS_SIZE = 1 << 14
 
 
@@ -243,8 +257,8 @@ class RejectionSampling:
     def residual(self, target_probs: Sequence[Number], draft_probs: Sequence[Number],
                  rng: Randomness, context: tuple[int, ...]) -> int:
         """A token from the normalised residual ``(p − q)+``."""
-        weights = residual(target_probs, draft_probs)
-        if not sum(weights) > 0:
+        weights, mass = residual_row(1, target_probs, draft_probs)
+        if not mass > 0:
             raise NumericalError(f"rejected the draft at position {len(context)} but the "
                                  "residual (p - q)+ is empty: float rounding in p or q")
         return rng.categorical(weights, key=("residual", len(context), context))
@@ -359,7 +373,7 @@ class BlockVerification(RejectionSampling):
         at the next position."""
         if target_row is None or draft_row is None:
             return weight
-        return stop_weight(weight, sum(weighted_residual(weight, target_row, draft_row)))
+        return stop_weight(weight, residual_row(weight, target_row, draft_row)[1])
 
     def select(self, weights: Sequence[Number], target_rows: Sequence[Sequence[Number]],
                draft_rows: Sequence[Sequence[Number]], drafts: Sequence[int], rng: Randomness,
@@ -379,8 +393,8 @@ class BlockVerification(RejectionSampling):
                    draft_row: Sequence[Number], rng: Randomness, context: tuple[int, ...]) -> int:
         """A token from the normalised ``(w_τ · p_{τ+1} − q_{τ+1})+`` at the position after
         ``context`` (key ``("residual", i, context)``)."""
-        weights = weighted_residual(weight, target_row, draft_row)
-        if not sum(weights) > 0:
+        weights, mass = residual_row(weight, target_row, draft_row)
+        if not mass > 0:
             raise NumericalError(f"block verification stopped before position {len(context)} "
                                  "but the residual (w p - q)+ is empty: float rounding in p or q")
         return rng.categorical(weights, key=("residual", len(context), context))
