@@ -2,6 +2,7 @@
 """The engine's host cost per token, with models that cost nothing: what a GPU cannot hide.
 
     .venv/bin/python benchmarks/bench_host_overhead.py [--vocab 32000] [--tokens 128]
+        [--verify rejection,greedy,block]
 
 `dsi_ref.backends.engine.Engine` runs non-SI, SI and DSI on *instant* models: each session
 returns precomputed float64 rows without any forward or copy (a bank of rows per model; the row
@@ -13,7 +14,9 @@ residual, the committer's bookkeeping and, for DSI, the server threads and queue
 these costs add to the forwards that the simulator models; the wall time per token here is their
 size on this machine's CPU. DSI's row is not comparable per token: with instant forwards its
 drafter runs far ahead and most drafts are discarded, so its committer's time per event (a draft
-or a task result handled) is printed too. Prints numbers, asserts nothing.
+or a task result handled) is printed too. ``--verify`` picks the rules (every rule the engine
+runs: rejection, exact_match, greedy, block); each rule after the first also gets a line with its
+SI cost per token as a multiple of the first rule's. Prints numbers, asserts nothing.
 """
 
 from __future__ import annotations
@@ -105,7 +108,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--lookahead", type=int, default=5)
     parser.add_argument("--sp-degree", type=int, default=2)
+    parser.add_argument("--verify", default="rejection,greedy,block",
+                        help=f"comma-separated rules, from {', '.join(dr.VERIFY_RULES)}")
     args = parser.parse_args()
+    rules = args.verify.split(",")
+    unknown = [r for r in rules if r not in dr.VERIFY_RULES]
+    if unknown:
+        parser.error(f"unknown rules {unknown}; choose from {dr.VERIFY_RULES}")
     target, drafter = instant_pair(args.vocab, 64, seed=0)
     overlap = float(np.minimum(target.bank, drafter.bank).sum(axis=1).mean())
     assert args.lookahead + 1 <= 64, "rows of one forward must fit in the bank"
@@ -113,21 +122,35 @@ def main() -> None:
           f"{args.runs} runs x {args.tokens} tokens; host microseconds per token "
           "(median over runs):")
     prompt = (1, 2, 3)
+    si_cost: dict[str, float] = {}
     with Engine(target, drafter, graphs=False) as engine:
-        for verify in ("rejection", "greedy"):
-            for name, run in _runners(engine, prompt, verify, args).items():
-                run(0)                                       # warm-up
-                per_token, per_event = [], []
-                for seed in range(1, args.runs + 1):
+        runners = {verify: _runners(engine, prompt, verify, args) for verify in rules}
+        for name in runners[rules[0]]:
+            per_token: dict[str, list[float]] = {verify: [] for verify in rules}
+            per_event: dict[str, list[float]] = {verify: [] for verify in rules}
+            for verify in rules:
+                runners[verify][name](0)                     # warm-up
+            for seed in range(1, args.runs + 1):     # rules interleaved: drift hits them alike
+                for verify in rules:
                     began = time.perf_counter()
-                    out = run(seed)
-                    per_token.append((time.perf_counter() - began) / len(out.tokens) * 1e6)
+                    out = runners[verify][name](seed)
+                    per_token[verify].append((time.perf_counter() - began) / len(out.tokens)
+                                             * 1e6)
                     if "events" in out.stats:
-                        per_event.append(out.stats["orchestration_us"] / out.stats["events"])
-                extra = f"; {statistics.median(per_event):.1f} us per committer event" \
-                    if per_event else ""
-                print(f"  {verify:9s} {name:16s} {statistics.median(per_token):8.1f} us/token "
-                      f"(min {min(per_token):.1f}, max {max(per_token):.1f}){extra}", flush=True)
+                        per_event[verify].append(out.stats["orchestration_us"]
+                                                 / out.stats["events"])
+            for verify in rules:
+                times = per_token[verify]
+                extra = f"; {statistics.median(per_event[verify]):.1f} us per committer " \
+                    "event" if per_event[verify] else ""
+                print(f"  {verify:11s} {name:16s} {statistics.median(times):8.1f} us/token "
+                      f"(min {min(times):.1f}, max {max(times):.1f}){extra}", flush=True)
+                if name.startswith("SI"):
+                    si_cost[verify] = statistics.median(times)
+    first = rules[0]
+    for verify in rules[1:]:
+        print(f"SI host cost per token, {verify} / {first}: "
+              f"{si_cost[verify] / si_cost[first]:.2f}x")
 
 
 def _runners(engine: Engine, prompt: tuple[int, ...], verify: str,
