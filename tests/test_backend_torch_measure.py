@@ -185,3 +185,17 @@ def test_measure_concurrency_on_cuda_gives_slowdowns_for_the_simulator() -> None
     latency = dr.expected_latency("dsi", c=0.2, a=0.7, lookahead=3, n_tokens=16, model="event",
                                   sp_degree=3, contention=probe.contention())
     assert latency > 0
+
+
+@pytest.mark.parametrize("verify", dr.VERIFY_RULES)
+def test_bench_accepts_every_rule_the_engine_runs(tmp_path: Path, verify: str) -> None:
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
+                 "cpu", "--dtype", "fp64", "--new-tokens", "6", "--prompts", "2",
+                 "--prompt-len", "3", "--lookahead", "2", "--sp-degree", "2",
+                 "--verify", verify, "--json", str(out), "--contention-forwards", "0"])
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert data["verify"] == verify
+    (result,) = data["results"]
+    assert all(t > 0 for times in result["times_s"].values() for t in times)

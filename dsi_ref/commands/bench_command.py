@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import InvalidParameterError
+from ..decoders.verification import VERIFY_RULES
 from .args import check_output, nonnegative_int, positive_int
 
 if TYPE_CHECKING:
@@ -352,7 +353,10 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--new-tokens", type=positive_int, default=128)
     p.add_argument("--prompts", type=positive_int, default=5)
     p.add_argument("--prompt-len", type=positive_int, default=64)
-    p.add_argument("--verify", default="greedy", choices=("greedy", "rejection", "exact_match"))
+    p.add_argument("--verify", default="greedy", choices=VERIFY_RULES,
+                   help="the verification rule of SI and DSI (every rule the engine runs); the "
+                   "prediction uses the measured token acceptance (greedy: the greedy one), "
+                   "which is block verification's lower bound")
     p.add_argument("--segments", type=positive_int, default=4,
                    help="layer segments per target-server forward (preemption points; 1: none)")
     p.add_argument("--frontier-yields", action="store_true",
