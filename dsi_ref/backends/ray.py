@@ -19,6 +19,15 @@ moved into Ray actors; everything else is inherited:
   nothing it computed can be committed. A lost task still wanted (not preempted) is sent again,
   with the same tokens, to a live actor, which gives the same rows (the same weights); its
   server slot moves to that actor. With no live actor left the run raises `ServerLostError`.
+* Deadlines (no wait is unbounded). A server with calls in flight must answer one of them
+  within the per-task deadline (``task_timeout``; by default ``task_timeout_factor`` times the
+  slowest forward seen, at least ``task_timeout_floor`` seconds) counted from its last reply
+  or from the call sent to it while idle; a server that does not is *frozen*: it is killed and
+  treated as dead (its calls are lost and sent again). With no live actor left the run raises
+  `ServerTimeoutError` (a `ServerLostError`). ``dsi(..., timeout=)`` bounds a whole run. An
+  actor's first answer may take ``start_timeout`` (it builds its model). Server resources are
+  reserved by a placement group that must be ready within ``schedule_timeout`` seconds, else
+  `UnschedulableError`.
 * `connect` starts Ray in-process (``ray.init(num_cpus=…)``) or joins a cluster (``address=``);
   an address where nothing answers fails within ``connect_timeout`` seconds with a
   `BackendError`, instead of Ray's own long retries.
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import queue
 import socket
 import time
@@ -44,8 +54,15 @@ from urllib.parse import urlsplit
 import numpy as np
 import ray
 import ray.exceptions
+import ray.util
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from ..base.errors import BackendError
+from ..base.errors import (
+    BackendError,
+    ServerLostError,
+    ServerTimeoutError,
+    UnschedulableError,
+)
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..decoders.common import check_inputs
@@ -54,12 +71,8 @@ from ..decoders.verification import Rule, VerifyRule
 from .engine import Engine, _Job, _WallClockDSI
 from .torch_session import BackendLM
 
-__all__ = ["RayEngine", "ServerLostError", "connect", "ray_map", "sample_parallel"]
-
-
-class ServerLostError(BackendError):
-    """Every target-server actor of a DSI run died: the run cannot go on (nothing a lost call
-    computed was committed)."""
+__all__ = ["RayEngine", "ServerLostError", "ServerTimeoutError", "UnschedulableError", "connect",
+           "ray_map", "sample_parallel"]
 
 
 # -- connecting --------------------------------------------------------------------------------
@@ -152,17 +165,23 @@ class _TargetServer:
         """Return ``payload`` (round trips and transfers are measured with it)."""
         return payload
 
+    def pid(self) -> int:
+        """The actor's process id."""
+        return os.getpid()
+
 
 _RemoteServer = ray.remote(_TargetServer)
 
 
 @dataclass
 class _Call:
-    """An actor call in flight: its task, the job (to send again if the actor dies), the slot."""
+    """An actor call in flight: its task, the job (to send again if the actor dies), the slot,
+    the actor (index in `RayEngine.actors`)."""
 
     task: Task
     job: _Job
     slot: int
+    actor: int
 
 
 class _RayOutbox:
@@ -170,7 +189,8 @@ class _RayOutbox:
 
     Items are ``(status, task, payload, seconds)`` as a thread server puts them: ``done`` (rows),
     ``preempted`` (cancelled: no rows). A lost call still wanted goes to a live actor instead of
-    becoming an item; `ServerLostError` when none is left.
+    becoming an item; `ServerLostError` when none is left. Every wait is bounded: an actor
+    that does not answer within the per-task deadline is frozen, and lost like a dead one.
     """
 
     def __init__(self, engine: RayEngine) -> None:
@@ -178,11 +198,54 @@ class _RayOutbox:
         self.calls: dict[ray.ObjectRef[Any], _Call] = {}      # calls whose reply is awaited
         self.ready: deque[tuple[str, Task, Any, float]] = deque()   # items of cancelled calls
         self.lost_tasks = 0
+        self.frozen_servers = 0
+        self.since: dict[int, float] = {}   # actor -> its last reply, or the call sent while idle
+        self.deadline: float | None = None  # the run's (time.monotonic)
+        self.timeout: float | None = None
 
     def submit(self, slot: int, job: _Job) -> None:
-        actor = self.engine.actor_for(slot)
-        ref = actor.rows.remote(job.tokens, job.count)
-        self.calls[ref] = _Call(job.task, job, slot)
+        index = self.engine.slots[slot]
+        if all(call.actor != index for call in self.calls.values()):
+            self.since[index] = time.monotonic()
+        ref = self.engine.actors[index].rows.remote(job.tokens, job.count)
+        self.calls[ref] = _Call(job.task, job, slot, index)
+
+    def abandon(self) -> None:
+        """Cancel every call in flight and forget them (a run that raised)."""
+        for ref in self.calls:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
+        self.calls.clear()
+        self.ready.clear()
+
+    def check_deadline(self) -> None:
+        """`ServerTimeoutError` when the run's ``timeout`` has passed."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise ServerTimeoutError(f"the DSI run did not end within its timeout of "
+                                     f"{self.timeout:g} s; no token of an unfinished call was "
+                                     "committed")
+
+    def _budget(self) -> float:
+        """Seconds until the next deadline: a server's per-task deadline, or the run's."""
+        limit = self.engine.task_deadline()
+        ends = [self.since[call.actor] + limit for call in self.calls.values()]
+        if self.deadline is not None:
+            ends.append(self.deadline)
+        return max(0.0, min(ends) - time.monotonic())
+
+    def _expire(self) -> None:
+        """Lose every actor past its per-task deadline (frozen) and send its calls again."""
+        self.check_deadline()
+        now, limit = time.monotonic(), self.engine.task_deadline()
+        frozen = sorted({call.actor for call in self.calls.values()
+                         if now - self.since[call.actor] >= limit})
+        for index in frozen:
+            self.frozen_servers += 1
+            self.engine.lose_actor(index, frozen_after=limit)
+            for ref, call in [(r, c) for r, c in self.calls.items() if c.actor == index]:
+                del self.calls[ref]
+                self.lost_tasks += 1
+                self.submit(call.slot, call.job)   # still wanted: on a live actor
 
     def cancel(self, task_id: int) -> None:
         """`ray.cancel` the task's call and hand the event loop its ``preempted`` item now: the
@@ -198,7 +261,10 @@ class _RayOutbox:
         while True:
             if self.ready:
                 return self.ready.popleft()
-            item = self._next(timeout=None)
+            self.check_deadline()
+            if not self.calls:
+                raise BackendError("no actor call in flight (a bug of the event loop)")
+            item = self._next(timeout=self._budget())
             if item is not None:
                 return item
 
@@ -213,22 +279,29 @@ class _RayOutbox:
                 return item
 
     def _next(self, timeout: float | None) -> tuple[str, Task, Any, float] | None:
-        """The next finished call as an item, or ``None`` when it was lost and sent again."""
+        """The next finished call as an item, or ``None`` when it was lost and sent again (or
+        none finished within ``timeout`` seconds: frozen actors were lost)."""
         if not self.calls:
             raise BackendError("no actor call in flight (a bug of the event loop)")
-        (ref,), _ = ray.wait(list(self.calls), num_returns=1, timeout=timeout)
+        done, _ = ray.wait(list(self.calls), num_returns=1, timeout=timeout)
+        if not done:
+            self._expire()
+            return None
+        ref = done[0]
         call = self.calls.pop(ref)
+        self.since[call.actor] = time.monotonic()
         try:
-            rows, seconds = ray.get(ref)
+            rows, seconds = ray.get(ref, timeout=self.engine.task_deadline())
         except ray.exceptions.TaskCancelledError:
             return ("preempted", call.task, None, 0.0)
         except ray.exceptions.RayActorError:
             self.lost_tasks += 1
-            self.engine.lose(call.slot)
+            self.engine.lose_actor(call.actor)    # (its slot may have moved already)
             self.submit(call.slot, call.job)   # still wanted: the same job on a live actor
             return None
         except ray.exceptions.RayError as error:
             return ("error", call.task, BackendError(f"target server failed: {error}"), 0.0)
+        self.engine.observe(seconds)
         if rows is None:
             return ("preempted", call.task, None, seconds)
         return ("done", call.task, rows, seconds)
@@ -262,11 +335,11 @@ class _RayDSI(_WallClockDSI):
     def run(self) -> Run:
         outbox = self.outbox
         assert isinstance(outbox, _RayOutbox)
-        lost_before = outbox.lost_tasks
-        run = super().run()
-        stats = dict(run.stats)
-        stats["lost_tasks"] = outbox.lost_tasks - lost_before
-        return Run(run.tokens, run.time, run.trace, stats)
+        try:
+            return super().run()
+        except BaseException:
+            outbox.abandon()
+            raise
 
 
 class RayEngine(Engine):
@@ -287,16 +360,53 @@ class RayEngine(Engine):
         server_threads: torch threads in each actor.
         segments, graphs: as in `Engine` (the actors' sessions).
         connect_timeout: seconds for ``address`` to answer (`connect`).
+        task_timeout: the per-task deadline in seconds: a server with calls in flight that
+            answers none of them for this long (since its last reply, or since a call was sent
+            to it while idle) is frozen, killed and lost like a dead one. ``None`` (default):
+            ``task_timeout_factor`` times the slowest forward seen, at least
+            ``task_timeout_floor``.
+        task_timeout_factor, task_timeout_floor: the derived per-task deadline.
+        start_timeout: seconds an actor that never answered may take to answer its first call
+            (it unpickles and builds its model first).
+        schedule_timeout: seconds for a server's resources (``num_gpus``, ``server_cpus``) to
+            be reserved (a placement group); else `UnschedulableError`. The constructor checks
+            the first server's now.
     """
 
     def __init__(self, target: BackendLM, drafter: BackendLM | None = None, *,
                  address: str | None = None, num_cpus: int | None = None,
                  num_gpus: float = 0.0, server_device: str | None = None,
                  server_cpus: float = 0.0, server_threads: int = 1, segments: int = 4,
-                 graphs: bool | None = None, connect_timeout: float = 10.0) -> None:
+                 graphs: bool | None = None, connect_timeout: float = 10.0,
+                 task_timeout: float | None = None, task_timeout_factor: float = 10.0,
+                 task_timeout_floor: float = 10.0, start_timeout: float = 300.0,
+                 schedule_timeout: float = 5.0) -> None:
         if not num_gpus >= 0:
             raise BackendError(f"num_gpus must be >= 0, got {num_gpus!r}")
+        for name, value in (("task_timeout_factor", task_timeout_factor),
+                            ("task_timeout_floor", task_timeout_floor),
+                            ("start_timeout", start_timeout),
+                            ("schedule_timeout", schedule_timeout),
+                            ("task_timeout", 1.0 if task_timeout is None else task_timeout)):
+            if not value > 0:
+                raise BackendError(f"{name} must be > 0 seconds, got {value!r}")
         self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout)
+        try:
+            self._setup(target, drafter, num_gpus, server_device, server_cpus, server_threads,
+                        segments, graphs)
+            self.task_timeout, self.task_timeout_factor = task_timeout, task_timeout_factor
+            self.task_timeout_floor, self.start_timeout = task_timeout_floor, start_timeout
+            self.schedule_timeout = schedule_timeout
+            self._spare = self._placement()      # unschedulable: a named error, now
+        except BaseException:
+            if self._owns_ray:
+                ray.shutdown()
+                self._owns_ray = False
+            raise
+
+    def _setup(self, target: BackendLM, drafter: BackendLM | None, num_gpus: float,
+               server_device: str | None, server_cpus: float, server_threads: int,
+               segments: int, graphs: bool | None) -> None:
         super().__init__(target, drafter, graphs=graphs, segments=segments)
         self.num_gpus, self.server_cpus = num_gpus, server_cpus
         self.server_device = server_device or ("cuda" if num_gpus > 0 else "cpu")
@@ -306,7 +416,45 @@ class RayEngine(Engine):
         self.actors: list[Any] = []         # actor handles, in creation order
         self.slots: list[int] = []          # server slot -> index in actors
         self.dead: set[int] = set()
+        self.answered: set[int] = set()     # actors that answered a call (built their model)
+        self.slowest_forward = 0.0          # seconds, over every reply seen
+        self._groups: list[Any] = []        # placement groups of the actors
         self._model_ref: Any = None
+
+    # -- deadlines ----------------------------------------------------------------------------
+    def task_deadline(self) -> float:
+        """The per-task deadline in seconds (``task_timeout``, or derived from the slowest
+        forward seen)."""
+        if self.task_timeout is not None:
+            return self.task_timeout
+        return max(self.task_timeout_floor, self.task_timeout_factor * self.slowest_forward)
+
+    def observe(self, seconds: float) -> None:
+        """A reply's forward took ``seconds``."""
+        self.slowest_forward = max(self.slowest_forward, seconds)
+
+    def _placement(self) -> Any:
+        """A placement group holding one server's resources, ready within
+        ``schedule_timeout`` seconds (`UnschedulableError` if not); ``None`` when a server
+        asks for no resources."""
+        bundle = {key: value for key, value in (("CPU", self.server_cpus),
+                                                ("GPU", self.num_gpus)) if value > 0}
+        if not bundle:
+            return None
+        group = ray.util.placement_group([bundle])
+        ready, _ = ray.wait([group.ready()], timeout=self.schedule_timeout)
+        if not ready:
+            ray.util.remove_placement_group(group)
+            total = ray.cluster_resources()  # type: ignore[no-untyped-call]
+            raise UnschedulableError(
+                f"no Ray node can host target server {len(self.actors) + 1} asking for "
+                + ", ".join(f"{v:g} {k}" for k, v in bundle.items())
+                + f" within {self.schedule_timeout:g} s (the cluster has "
+                f"{total.get('GPU', 0):g} GPU, {total.get('CPU', 0):g} CPU, some maybe taken); "
+                "ask for fewer GPUs per server (num_gpus / --ray-gpus 0 runs on CPUs) or "
+                "fewer servers")
+        self._groups.append(group)
+        return group
 
     # -- actors -------------------------------------------------------------------------------
     def _new_actor(self) -> int:
@@ -317,9 +465,13 @@ class RayEngine(Engine):
             self._model_ref = ray.put(shipped)
         # out of order: Ray 2.60 stalls an in-order actor for 30 s, then fails its queue, when a
         # call is cancelled in transit (a gap in its sequence numbers; docs/ray-backend.md)
+        group, self._spare = self._spare or self._placement(), None
+        placed: dict[str, Any] = {} if group is None else {
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                group, placement_group_bundle_index=0)}
         actor = _RemoteServer.options(num_cpus=self.server_cpus, num_gpus=self.num_gpus,
-                                      max_restarts=0,
-                                      allow_out_of_order_execution=True).remote(
+                                      max_restarts=0, allow_out_of_order_execution=True,
+                                      **placed).remote(
             self._model_ref, self.server_device, self.segments, self.graphs,
             self.server_threads)
         self.actors.append(actor)
@@ -338,21 +490,54 @@ class RayEngine(Engine):
     def lose(self, slot: int) -> None:
         """The actor of ``slot`` died: move every slot it served to a live actor, or raise
         `ServerLostError` when none is left."""
-        dead = self.slots[slot]
+        self.lose_actor(self.slots[slot])
+
+    def lose_actor(self, dead: int, frozen_after: float | None = None) -> None:
+        """Actor ``dead`` died (or froze: no answer for ``frozen_after`` seconds; it is
+        killed): move every slot it served to a live actor, or raise `ServerLostError`
+        (`ServerTimeoutError` when frozen) when none is left."""
+        if frozen_after is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(self.actors[dead], no_restart=True)
         self.dead.add(dead)
         live = [i for i in dict.fromkeys(self.slots) if i not in self.dead]
         if not live:
+            if frozen_after is not None:
+                raise ServerTimeoutError(
+                    f"every target-server actor died or froze ({len(self.dead)} lost; the "
+                    f"last answered no call for {frozen_after:g} s, the per-task deadline); "
+                    "no token of a lost call was committed")
             raise ServerLostError(f"every target-server actor died ({len(self.dead)} lost); "
                                   "no token of a lost call was committed")
         for s, index in enumerate(self.slots):
             if index == dead:
                 self.slots[s] = live[s % len(live)]
 
+    def server_pids(self) -> list[int]:
+        """The process ids of the live server actors (in slot order, each once), within
+        ``start_timeout`` (an actor that never answered) or the per-task deadline, else
+        `ServerTimeoutError`."""
+        live = [i for i in dict.fromkeys(self.slots) if i not in self.dead]
+        timeout = (self.task_deadline() if self.answered.issuperset(live)
+                   else self.start_timeout)
+        try:
+            pids = ray.get([self.actors[i].pid.remote() for i in live], timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise ServerTimeoutError(f"a target-server actor did not tell its pid within "
+                                     f"{timeout:g} s") from None
+        self.answered.update(live)
+        return [int(pid) for pid in pids]
+
     def close(self) -> None:
         """Kill the actors (and stop Ray if this engine started it)."""
         for actor in self.actors:
             ray.kill(actor)
+        for group in [*self._groups, *([self._spare] if self._spare is not None else [])]:
+            with contextlib.suppress(Exception):
+                ray.util.remove_placement_group(group)
+        self._groups, self._spare = [], None
         self.actors, self.slots, self.dead = [], [], set()
+        self.answered.clear()
         self.ray_outbox.calls.clear()
         self.ray_outbox.ready.clear()
         super().close()
@@ -363,21 +548,66 @@ class RayEngine(Engine):
     # -- DSI ----------------------------------------------------------------------------------
     def dsi(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness,
             lookahead: int = 2, sp_degree: int = 2, verify: VerifyRule | Rule = "rejection",
-            queue: QueuePolicy = "fifo") -> Run:
+            queue: QueuePolicy = "fifo", timeout: float | None = None) -> Run:
         """`Engine.dsi` with the ``sp_degree`` target servers as Ray actors.
 
-        ``Run.stats`` adds ``lost_tasks``: calls whose actor died during the run (each sent
-        again to a live actor when still wanted; none of them supplied a row).
+        ``timeout``: seconds for the whole run (the servers' warm-up prefill included);
+        `ServerTimeoutError` when it passes. ``None``: no bound but the per-task deadlines.
+
+        ``Run.stats`` adds ``lost_tasks``: calls whose actor died or froze during the run (each
+        sent again to a live actor when still wanted; none of them supplied a row), and
+        ``frozen_servers``: actors lost for missing the per-task deadline.
         """
+        if timeout is not None and not timeout > 0:
+            raise BackendError(f"timeout must be > 0 seconds, got {timeout!r}")
         config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
-        self.drafter_session.rows(prompt, 1)                       # prefill everything, untimed
-        self.servers(sp_degree)
+        outbox = self.ray_outbox
+        lost_before, frozen_before = outbox.lost_tasks, outbox.frozen_servers
+        outbox.timeout = timeout
+        outbox.deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self.drafter_session.rows(prompt, 1)                   # prefill everything, untimed
+            self.servers(sp_degree)
+            self._warm_up(prompt, sp_degree)
+            run = _RayDSI(self, prompt, max_new_tokens, rng, config).run()
+        finally:
+            outbox.deadline = outbox.timeout = None
+        stats = dict(run.stats)
+        stats["lost_tasks"] = outbox.lost_tasks - lost_before
+        stats["frozen_servers"] = outbox.frozen_servers - frozen_before
+        return Run(run.tokens, run.time, run.trace, stats)
+
+    def _warm_up(self, prompt: tuple[int, ...], sp_degree: int) -> None:
+        """Prefill the live servers on the prompt, each within its deadline (``start_timeout``
+        for an actor that never answered, else the per-task deadline): one that misses it is
+        frozen and lost (`ServerTimeoutError` when none is left)."""
+        outbox = self.ray_outbox
         live = [i for i in dict.fromkeys(self.slots[:sp_degree]) if i not in self.dead]
-        # a dead actor is found, and replaced, by the run's first call to it
-        with contextlib.suppress(ray.exceptions.RayActorError):
-            ray.get([self.actors[i].rows.remote(prompt, 1) for i in live])
-        return _RayDSI(self, prompt, max_new_tokens, rng, config).run()
+        began = time.monotonic()
+        pending = {self.actors[i].rows.remote(prompt, 1): i for i in live}
+        ends = {ref: began + (self.task_deadline() if i in self.answered
+                              else self.start_timeout) for ref, i in pending.items()}
+        while pending:
+            outbox.check_deadline()
+            end = min([*ends.values(), *([outbox.deadline] if outbox.deadline else [])])
+            done, _ = ray.wait(list(pending), num_returns=1,
+                               timeout=max(0.0, end - time.monotonic()))
+            if done:
+                index = pending.pop(done[0])
+                del ends[done[0]]
+                # a dead actor is found, and replaced, by the run's first call to it
+                with contextlib.suppress(ray.exceptions.RayActorError):
+                    _, seconds = ray.get(done[0], timeout=self.task_deadline())
+                    self.answered.add(index)
+                    self.observe(seconds)
+                continue
+            now = time.monotonic()
+            for ref in [r for r, e in ends.items() if e <= now]:
+                index = pending.pop(ref)
+                del ends[ref]
+                outbox.frozen_servers += 1
+                self.lose_actor(index, frozen_after=now - began)
 
 
 # -- the statistical audit's fan-out -----------------------------------------------------------
@@ -387,16 +617,21 @@ def _sample_chunk(sample_fn: Callable[[int], Any], seeds: list[int]) -> list[Any
 
 
 def sample_parallel(sample_fn: Callable[[int], Any], seeds: Sequence[int], *, workers: int,
-                    chunk: int | None = None) -> list[Any]:
+                    chunk: int | None = None, timeout: float | None = None) -> list[Any]:
     """``[sample_fn(s) for s in seeds]``, computed by at most ``workers`` Ray tasks at once.
 
     The seeds are cut into chunks (``chunk`` seeds each; default: about four chunks per worker)
     and the results are put back in seed order, so the list — hence an audit's counts and
     verdict — does not depend on ``workers``. ``sample_fn`` must be picklable (cloudpickle:
     closures and lambdas are) and a function of its seed. Starts a local Ray if none runs.
+    ``timeout``: seconds for the whole call (`ServerTimeoutError` when it passes; the chunks
+    still running are cancelled); ``None``: no bound.
     """
     if workers < 1:
         raise BackendError(f"workers must be >= 1, got {workers!r}")
+    if timeout is not None and not timeout > 0:
+        raise BackendError(f"timeout must be > 0 seconds, got {timeout!r}")
+    deadline = None if timeout is None else time.monotonic() + timeout
     seeds = list(seeds)
     if not seeds:
         return []
@@ -406,20 +641,31 @@ def sample_parallel(sample_fn: Callable[[int], Any], seeds: Sequence[int], *, wo
     fn_ref = ray.put(sample_fn)
     results: dict[int, list[Any]] = {}
     pending: dict[ray.ObjectRef[Any], int] = {}
+
+    def collect(until: int) -> None:      # wait until at most ``until`` chunks are pending
+        while len(pending) > until:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+            if not done:
+                for ref in pending:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(ref)
+                raise ServerTimeoutError(f"sample_parallel did not end within its timeout of "
+                                         f"{timeout:g} s ({len(pending)} chunks unfinished)")
+            results[pending.pop(done[0])] = ray.get(done[0])
+
     for index, part in enumerate(chunks):
-        if len(pending) >= workers:
-            (done,), _ = ray.wait(list(pending), num_returns=1)
-            results[pending.pop(done)] = ray.get(done)
+        collect(workers - 1)
         pending[_sample_chunk.remote(fn_ref, part)] = index
-    for ref, index in pending.items():
-        results[index] = ray.get(ref)
+    collect(0)
     return [value for index in range(len(chunks)) for value in results[index]]
 
 
-def ray_map(workers: int, chunk: int | None = None
+def ray_map(workers: int, chunk: int | None = None, timeout: float | None = None
             ) -> Callable[[Callable[[int], Any], Sequence[int]], Iterable[Any]]:
     """A ``sample_map`` for `dsi_ref.audit.statistical.statistical_audit`: its samples drawn
-    by `sample_parallel` over ``workers`` Ray workers."""
+    by `sample_parallel` over ``workers`` Ray workers (``timeout``: per call)."""
     def sample_map(sample_fn: Callable[[int], Any], seeds: Sequence[int]) -> list[Any]:
-        return sample_parallel(sample_fn, seeds, workers=workers, chunk=chunk)
+        return sample_parallel(sample_fn, seeds, workers=workers, chunk=chunk,
+                               timeout=timeout)
     return sample_map

@@ -5,6 +5,9 @@ Each names what a user did or what happened, so that a caller can catch exactly 
 * bad arguments: `InvalidParameterError` (and its refinement `InsufficientServersError`),
   `InvalidDistributionError` (a model's row), `InvalidAuditError` (the statistical audit's
   inputs), `BackendError` (the torch backend's inputs);
+* a distributed run that cannot go on: `ServerLostError` (every target server died) and its
+  refinement `ServerTimeoutError` (a deadline passed: servers frozen, or the run's timeout),
+  `UnschedulableError` (no node can host a server's resources);
 * verdicts that cannot be given: `ScheduleDependenceError` (the law depends on the schedule; it
   carries the witness), `NondeterministicProgramError` (the program is not a function of its
   draws through ``rng``: randomness drawn elsewhere, or a replay that diverged),
@@ -31,7 +34,10 @@ __all__ = [
     "NumericalError",
     "PathLimitError",
     "ScheduleDependenceError",
+    "ServerLostError",
+    "ServerTimeoutError",
     "UnderpoweredError",
+    "UnschedulableError",
 ]
 
 
@@ -60,6 +66,22 @@ class InvalidAuditError(ValueError):
 
 class BackendError(ValueError):
     """A torch-backend argument is out of its domain (the message says which and how to fix it)."""
+
+
+class ServerLostError(BackendError):
+    """Every target server of a distributed DSI run died (or froze): the run cannot go on
+    (nothing a lost call computed was committed)."""
+
+
+class ServerTimeoutError(ServerLostError):
+    """A deadline of a distributed run passed: every target server left froze (no reply within
+    the per-task deadline), or the whole run (``timeout=``) did not end in time. Nothing a
+    frozen or unfinished call computed was committed."""
+
+
+class UnschedulableError(BackendError):
+    """No node of the cluster can host a target server's resources (e.g. a GPU share on a
+    machine without GPUs) within the scheduling deadline."""
 
 
 class NumericalError(ArithmeticError):
