@@ -78,8 +78,11 @@ def run_resuming(run: DSIRun, hint: Callable[..., None]) -> Run:
             run._due = [event for end, event in pending if end == run.now]
         due = run._due
         while due and not run.done:
-            if run._due_started:
-                _resume_point(run, ("next",))
+            if run._due_started:  # a merge point inside a batch of events due together
+                run._step = ("next",)
+                hint(_next_state(run, due), committed=tuple(run.committed),
+                     snapshot=run._snapshot, restore=run._restore)
+                run._step = None
             event = due[0] if len(due) == 1 else run.rng.choose(due, key=("tie", run.now))
             due.remove(event)
             run._due_started = True
@@ -214,3 +217,11 @@ def _deref(tasks: list[Task], ref: _Ref) -> DraftForward | Task | None:
     if type(ref) is tuple:
         return Task(*ref)
     return cast("DraftForward | None", ref)
+
+
+def _next_state(run: DSIRun, due: list[DraftForward | Task]) -> tuple[object, ...]:
+    """The merge state before the next event of a batch due at ``now``: the state at the top of
+    the loop (`DSIRun._state_resuming`, which holds the tasks in order) and the events still
+    due, in their order (the draft forward, or a task as its index in ``tasks``)."""
+    return (run._state_resuming(), "next",
+            tuple(["draft" if e is run.drafting else _ref(run.tasks, e) for e in due]))
