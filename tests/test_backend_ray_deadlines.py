@@ -137,6 +137,7 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
         assert not engine.ray_outbox.calls and len(engine.dead) == 3
 
 
+@pytest.mark.slow  # about 15 s: the default per-task deadline is 10 s
 def test_every_server_frozen_with_the_defaults_fails_within_60_s(
         ray_local: None, pair: tuple[TorchLM, TorchLM]) -> None:
     with _engine(pair, 2) as (engine, pids):
