@@ -236,14 +236,7 @@ class _Replay:
             self.intervals[key] = intervals[pick]
             return values[pick]
         if key is not None and self.engine.keyed:
-            lo, hi = self.intervals[key]
-            width = hi - lo
-            options: list[tuple[bool, tuple[Fraction, Fraction]]] = []
-            if lo < min(hi, p):
-                options.append((True, (lo, min(hi, p))))
-            if max(lo, p) < hi:
-                options.append((False, (max(lo, p), hi)))
-            probs = [(b - a) / width for _, (a, b) in options]
+            options, probs = _split(self.intervals[key], p)
             pick = self._decide(_Node("bernoulli", key, probs, [str(v) for v, _ in options]))
             self.intervals[key] = options[pick][1]
             return options[pick][0]
@@ -276,17 +269,13 @@ class _Replay:
         of ``u`` lies on one side, else a choice between its two parts, with their lengths."""
         if inexact:
             self.engine.inexact = True
-        lo, hi = self.intervals.get(key, (_ZERO, _ONE))
-        if threshold <= lo:
-            return False
-        if threshold >= hi:
-            return True
-        width = hi - lo
-        probs = [(threshold - lo) / width, (hi - threshold) / width]
+        options, probs = _split(self.intervals.get(key, (_ZERO, _ONE)), threshold)
+        if len(options) == 1:  # the interval lies on one side: no choice
+            return options[0][0]
         pick = self._decide(_Node("uniform", key, probs, [f"u < {threshold}",
                                                           f"u >= {threshold}"]))
-        self.intervals[key] = (lo, threshold) if pick == 0 else (threshold, hi)
-        return pick == 0
+        self.intervals[key] = options[pick][1]
+        return options[pick][0]
 
     # -- merging --------------------------------------------------------------------------------
     def merge_point(self, state: Hashable, *, entry: bool = False,
@@ -332,6 +321,21 @@ class _Replay:
 
 _ZERO = Fraction(0)
 _ONE = Fraction(1)
+
+def _split(interval: tuple[Fraction, Fraction], threshold: Fraction
+           ) -> tuple[list[tuple[bool, tuple[Fraction, Fraction]]], list[Fraction]]:
+    """A uniform on ``interval`` compared with ``threshold``: the options ``(u < threshold,
+    its sub-interval)`` whose sub-interval is not empty (``True`` first) and their
+    probabilities, the sub-intervals' lengths over the interval's."""
+    lo, hi = interval
+    options: list[tuple[bool, tuple[Fraction, Fraction]]] = []
+    if lo < min(hi, threshold):
+        options.append((True, (lo, min(hi, threshold))))
+    if max(lo, threshold) < hi:
+        options.append((False, (max(lo, threshold), hi)))
+    width = hi - lo
+    return options, [(b - a) / width for _, (a, b) in options]
+
 
 _Coin = tuple[list[bool], list[Fraction], list[str], list[tuple[Fraction, Fraction]]]
 
