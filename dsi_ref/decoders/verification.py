@@ -103,20 +103,14 @@ def argmax(probs: Sequence[Number]) -> int:
 
 def residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> list[Number]:
     """The unnormalised residual ``(p − q)+`` (see the module's note on normalisation). Rows
-    that are tuples are remembered (`_remembered`)."""
+    that are tuples are remembered (`residual_row`)."""
     if type(target_probs) is tuple and type(draft_probs) is tuple:
-        return _remembered(1, target_probs, draft_probs)
+        return list(residual_row(1, target_probs, draft_probs)[0])
     return _residual(target_probs, draft_probs)
 
 
 def _residual(target_probs: Sequence[Number], draft_probs: Sequence[Number]) -> list[Number]:
     return [t - d if t > d else 0 * t for t, d in zip(target_probs, draft_probs, strict=True)]
-
-
-def _remembered(weight: Number, target_probs: tuple[Number, ...],
-                draft_probs: tuple[Number, ...]) -> list[Number]:
-    """`residual_row`'s row as a fresh list."""
-    return list(residual_row(weight, target_probs, draft_probs)[0])
 
 
 def residual_row(weight: Number, target_probs: Sequence[Number], draft_probs: Sequence[Number]
@@ -166,9 +160,9 @@ def weighted_residual(weight: Number, target_probs: Sequence[Number],
     prefix is drawn from it normalised (Sun et al. 2024, Algorithm 2; Traversal Verification's
     ``(α(P) B_P − S_P)+``). With ``w = 1`` it is the token-level `residual` ``(p − q)+``.
 
-    Rows that are tuples are remembered (`_remembered`)."""
+    Rows that are tuples are remembered (`residual_row`)."""
     if type(target_probs) is tuple and type(draft_probs) is tuple:
-        return _remembered(weight, target_probs, draft_probs)
+        return list(residual_row(weight, target_probs, draft_probs)[0])
     return _residual([weight * t for t in target_probs], draft_probs)
 
 
