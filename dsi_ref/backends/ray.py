@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import numbers
 import os
 import queue
 import socket
@@ -73,6 +74,15 @@ from .torch_session import BackendLM
 
 __all__ = ["RayEngine", "ServerLostError", "ServerTimeoutError", "UnschedulableError", "connect",
            "ray_map", "sample_parallel"]
+
+
+def _check_seconds(name: str, value: object, *, optional: bool = True) -> None:
+    """`BackendError` unless ``value`` is a number of seconds ``> 0`` (or, when ``optional``,
+    ``None``: no bound)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
+        raise BackendError(f"{name} must be > 0 seconds, got {value!r}")
 
 
 # -- connecting --------------------------------------------------------------------------------
@@ -387,9 +397,8 @@ class RayEngine(Engine):
                             ("task_timeout_floor", task_timeout_floor),
                             ("start_timeout", start_timeout),
                             ("schedule_timeout", schedule_timeout),
-                            ("task_timeout", 1.0 if task_timeout is None else task_timeout)):
-            if not value > 0:
-                raise BackendError(f"{name} must be > 0 seconds, got {value!r}")
+                            ("task_timeout", task_timeout)):
+            _check_seconds(name, value, optional=name == "task_timeout")
         self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout)
         try:
             self._setup(target, drafter, num_gpus, server_device, server_cpus, server_threads,
@@ -487,11 +496,6 @@ class RayEngine(Engine):
         """The live actor serving ``slot``."""
         return self.actors[self.slots[slot]]
 
-    def lose(self, slot: int) -> None:
-        """The actor of ``slot`` died: move every slot it served to a live actor, or raise
-        `ServerLostError` when none is left."""
-        self.lose_actor(self.slots[slot])
-
     def lose_actor(self, dead: int, frozen_after: float | None = None) -> None:
         """Actor ``dead`` died (or froze: no answer for ``frozen_after`` seconds; it is
         killed): move every slot it served to a live actor, or raise `ServerLostError`
@@ -558,8 +562,7 @@ class RayEngine(Engine):
         sent again to a live actor when still wanted; none of them supplied a row), and
         ``frozen_servers``: actors lost for missing the per-task deadline.
         """
-        if timeout is not None and not timeout > 0:
-            raise BackendError(f"timeout must be > 0 seconds, got {timeout!r}")
+        _check_seconds("timeout", timeout)
         config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
         outbox = self.ray_outbox
@@ -629,8 +632,7 @@ def sample_parallel(sample_fn: Callable[[int], Any], seeds: Sequence[int], *, wo
     """
     if workers < 1:
         raise BackendError(f"workers must be >= 1, got {workers!r}")
-    if timeout is not None and not timeout > 0:
-        raise BackendError(f"timeout must be > 0 seconds, got {timeout!r}")
+    _check_seconds("timeout", timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     seeds = list(seeds)
     if not seeds:
