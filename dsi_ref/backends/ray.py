@@ -28,12 +28,10 @@ moved into Ray actors; everything else is inherited:
   actor's first answer may take ``start_timeout`` (it builds its model). Server resources are
   reserved by a placement group that must be ready within ``schedule_timeout`` seconds, else
   `UnschedulableError`.
-* `connect` starts Ray in-process (``ray.init(num_cpus=…)``) or joins a cluster (``address=``);
-  an address where nothing answers fails within ``connect_timeout`` seconds with a
-  `BackendError`, instead of Ray's own long retries.
+* `connect` (`dsi_ref.backends.ray_connect`) starts Ray in-process or joins a cluster;
+  `sample_parallel` / `ray_map` (`dsi_ref.backends.ray_map`) fan the statistical audit's
+  samples out over Ray workers. Both are re-exported here.
 
-`sample_parallel` / `ray_map` fan the statistical audit's samples out over Ray workers (the
-audit itself, `dsi_ref.audit.statistical`, never imports Ray: it takes ``sample_map=``).
 docs/ray-backend.md has the measured overheads and what they predict.
 """
 
@@ -41,16 +39,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import numbers
 import os
 import queue
-import socket
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import ray
@@ -70,85 +65,12 @@ from ..decoders.common import check_inputs
 from ..decoders.dsi import DSIConfig, QueuePolicy, Task
 from ..decoders.verification import Rule, VerifyRule
 from .engine import Engine, _Job, _WallClockDSI
+from .ray_connect import check_seconds, connect
+from .ray_map import ray_map, sample_parallel
 from .torch_session import BackendLM
 
 __all__ = ["RayEngine", "ServerLostError", "ServerTimeoutError", "UnschedulableError", "connect",
            "ray_map", "sample_parallel"]
-
-
-def _check_seconds(name: str, value: object, *, optional: bool = True) -> None:
-    """`BackendError` unless ``value`` is a number of seconds ``> 0`` (or, when ``optional``,
-    ``None``: no bound)."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
-        raise BackendError(f"{name} must be > 0 seconds, got {value!r}")
-
-
-# -- connecting --------------------------------------------------------------------------------
-#: An HTTP/2 client preface and an empty SETTINGS frame: a Ray head (its GCS, or the Ray Client
-#: server of ``ray://``) is a gRPC server, which answers with a SETTINGS frame of its own.
-_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
-
-
-def _probe(address: str, timeout: float) -> None:
-    """Check that a gRPC server answers at ``host:port`` within ``timeout`` seconds, or raise a
-    `BackendError`. A TCP connection is not enough: ``ray.init`` retries for minutes against a
-    port that accepts connections but is not a Ray head (or behind a proxy that accepts all)."""
-    url = urlsplit(address if "://" in address else f"tcp://{address}")
-    try:
-        host, port = url.hostname, url.port
-    except ValueError:
-        host = port = None
-    if host is None or port is None:
-        raise BackendError(f"Ray address {address!r} is not host:port (or ray://host:port, "
-                           "or 'auto')")
-    deadline = time.monotonic() + timeout
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            sock.sendall(_H2_HELLO)
-            frame = b""
-            while len(frame) < 9:
-                chunk = sock.recv(9 - len(frame))
-                if not chunk:
-                    break
-                frame += chunk
-        if len(frame) < 9 or frame[3] != 0x04:
-            raise OSError("it does not answer as a gRPC server (not a Ray head)")
-    except OSError as error:
-        raise BackendError(f"no Ray cluster answers at {address!r} (within {timeout:g} s: "
-                           f"{error or type(error).__name__}); start one with `ray start "
-                           "--head`, or pass no address to start Ray in this process") from None
-
-
-def connect(address: str | None = None, *, num_cpus: int | None = None,
-            connect_timeout: float = 10.0) -> bool:
-    """Make sure Ray is running in this process; return whether this call started it.
-
-    Args:
-        address: ``None`` starts a local Ray in-process (``num_cpus`` CPUs, no dashboard);
-            ``"host:port"`` / ``"ray://host:port"`` joins that cluster (probed first: nothing
-            answering within ``connect_timeout`` seconds is a `BackendError`); ``"auto"`` joins
-            the cluster started on this machine by ``ray start``.
-        num_cpus: CPUs of a local Ray (ignored with ``address``).
-        connect_timeout: seconds to wait for an address to answer.
-
-    An already-initialised Ray is reused as it is (and not owned by this call); a given address
-    is probed all the same.
-    """
-    if address is not None and address != "auto":
-        _probe(address, connect_timeout)
-    if ray.is_initialized():
-        return False
-    try:
-        if address is None:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
-    except (ConnectionError, TimeoutError, RuntimeError) as error:
-        raise BackendError(f"cannot start or join Ray (address={address!r}): {error}") from None
-    return True
 
 
 # -- the target servers ------------------------------------------------------------------------
@@ -398,7 +320,7 @@ class RayEngine(Engine):
                             ("start_timeout", start_timeout),
                             ("schedule_timeout", schedule_timeout),
                             ("task_timeout", task_timeout)):
-            _check_seconds(name, value, optional=name == "task_timeout")
+            check_seconds(name, value, optional=name == "task_timeout")
         self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout)
         try:
             self._setup(target, drafter, num_gpus, server_device, server_cpus, server_threads,
@@ -562,7 +484,7 @@ class RayEngine(Engine):
         sent again to a live actor when still wanted; none of them supplied a row), and
         ``frozen_servers``: actors lost for missing the per-task deadline.
         """
-        _check_seconds("timeout", timeout)
+        check_seconds("timeout", timeout)
         config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
         outbox = self.ray_outbox
@@ -611,63 +533,3 @@ class RayEngine(Engine):
                 del ends[ref]
                 outbox.frozen_servers += 1
                 self.lose_actor(index, frozen_after=now - began)
-
-
-# -- the statistical audit's fan-out -----------------------------------------------------------
-@ray.remote
-def _sample_chunk(sample_fn: Callable[[int], Any], seeds: list[int]) -> list[Any]:
-    return [sample_fn(s) for s in seeds]
-
-
-def sample_parallel(sample_fn: Callable[[int], Any], seeds: Sequence[int], *, workers: int,
-                    chunk: int | None = None, timeout: float | None = None) -> list[Any]:
-    """``[sample_fn(s) for s in seeds]``, computed by at most ``workers`` Ray tasks at once.
-
-    The seeds are cut into chunks (``chunk`` seeds each; default: about four chunks per worker)
-    and the results are put back in seed order, so the list — hence an audit's counts and
-    verdict — does not depend on ``workers``. ``sample_fn`` must be picklable (cloudpickle:
-    closures and lambdas are) and a function of its seed. Starts a local Ray if none runs.
-    ``timeout``: seconds for the whole call (`ServerTimeoutError` when it passes; the chunks
-    still running are cancelled); ``None``: no bound.
-    """
-    if workers < 1:
-        raise BackendError(f"workers must be >= 1, got {workers!r}")
-    _check_seconds("timeout", timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    seeds = list(seeds)
-    if not seeds:
-        return []
-    connect()
-    size = chunk or max(1, -(-len(seeds) // (4 * workers)))
-    chunks = [seeds[i:i + size] for i in range(0, len(seeds), size)]
-    fn_ref = ray.put(sample_fn)
-    results: dict[int, list[Any]] = {}
-    pending: dict[ray.ObjectRef[Any], int] = {}
-
-    def collect(until: int) -> None:      # wait until at most ``until`` chunks are pending
-        while len(pending) > until:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=left)
-            if not done:
-                for ref in pending:
-                    with contextlib.suppress(Exception):
-                        ray.cancel(ref)
-                raise ServerTimeoutError(f"sample_parallel did not end within its timeout of "
-                                         f"{timeout:g} s ({len(pending)} chunks unfinished)")
-            results[pending.pop(done[0])] = ray.get(done[0])
-
-    for index, part in enumerate(chunks):
-        collect(workers - 1)
-        pending[_sample_chunk.remote(fn_ref, part)] = index
-    collect(0)
-    return [value for index in range(len(chunks)) for value in results[index]]
-
-
-def ray_map(workers: int, chunk: int | None = None, timeout: float | None = None
-            ) -> Callable[[Callable[[int], Any], Sequence[int]], Iterable[Any]]:
-    """A ``sample_map`` for `dsi_ref.audit.statistical.statistical_audit`: its samples drawn
-    by `sample_parallel` over ``workers`` Ray workers (``timeout``: per call)."""
-    def sample_map(sample_fn: Callable[[int], Any], seeds: Sequence[int]) -> list[Any]:
-        return sample_parallel(sample_fn, seeds, workers=workers, chunk=chunk,
-                               timeout=timeout)
-    return sample_map
