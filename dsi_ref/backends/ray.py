@@ -65,6 +65,7 @@ from ..decoders.common import check_inputs
 from ..decoders.dsi import DSIConfig, QueuePolicy, Task
 from ..decoders.verification import Rule, VerifyRule
 from .engine import Engine, _Job, _WallClockDSI
+from .model_spec import LazyLM, ModelSpec
 from .ray_connect import check_seconds, connect
 from .ray_map import ray_map, sample_parallel
 from .torch_session import BackendLM
@@ -75,13 +76,15 @@ __all__ = ["RayEngine", "ServerLostError", "ServerTimeoutError", "UnschedulableE
 
 # -- the target servers ------------------------------------------------------------------------
 class _TargetServer:
-    """A target server in its own process: a copy of the target model, its own session."""
+    """A target server in its own process: its own copy of the target model (built here from a
+    `ModelSpec`, or unpickled), its own session."""
 
-    def __init__(self, lm: BackendLM, device: str | None, segments: int,
+    def __init__(self, model: BackendLM | ModelSpec, device: str | None, segments: int,
                  graphs: bool | None, threads: int) -> None:
         import torch
 
         torch.set_num_threads(threads)
+        lm: BackendLM = model.build() if isinstance(model, ModelSpec) else model
         if device is not None and torch.device(device) != lm.device:
             lm = lm.replica(device)
         self.session = lm.session(graphs=graphs, segments=segments)
@@ -282,7 +285,13 @@ class RayEngine(Engine):
             ``server_device``). Build it on the CPU when servers go to GPUs.
         drafter: the drafter (runs in this process).
         address: a Ray cluster to join (``"host:port"``, ``"ray://host:port"``, ``"auto"``);
-            ``None`` starts Ray in this process (or reuses the one already running).
+            ``None`` starts a private Ray in this process (or reuses the one already running),
+            never a cluster that runs on this machine unless ``join_existing``.
+        join_existing: with no ``address``, join this machine's cluster (``"auto"``).
+        runtime_env: Ray's ``runtime_env`` for this job, e.g. ``{"py_modules": [dsi_ref]}`` so
+            that nodes without dsi_ref get this code (`connect`).
+        server_resources: custom Ray resources each server actor asks for (e.g.
+            ``{"dsi_node2": 1}`` puts the servers on the nodes started with that resource).
         num_cpus: CPUs of an in-process Ray.
         num_gpus: GPUs per server actor (a fraction shares one device: ``0.25`` puts four
             servers on one GPU); ``0`` = CPU servers.
@@ -312,7 +321,9 @@ class RayEngine(Engine):
                  graphs: bool | None = None, connect_timeout: float = 10.0,
                  task_timeout: float | None = None, task_timeout_factor: float = 10.0,
                  task_timeout_floor: float = 10.0, start_timeout: float = 300.0,
-                 schedule_timeout: float = 5.0) -> None:
+                 schedule_timeout: float = 5.0, join_existing: bool = False,
+                 runtime_env: dict[str, Any] | None = None,
+                 server_resources: dict[str, float] | None = None) -> None:
         if not num_gpus >= 0:
             raise BackendError(f"num_gpus must be >= 0, got {num_gpus!r}")
         for name, value in (("task_timeout_factor", task_timeout_factor),
@@ -321,13 +332,15 @@ class RayEngine(Engine):
                             ("schedule_timeout", schedule_timeout),
                             ("task_timeout", task_timeout)):
             check_seconds(name, value, optional=name == "task_timeout")
-        self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout)
+        self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout,
+                                 join_existing=join_existing, runtime_env=runtime_env)
         try:
             self._setup(target, drafter, num_gpus, server_device, server_cpus, server_threads,
                         segments, graphs)
             self.task_timeout, self.task_timeout_factor = task_timeout, task_timeout_factor
             self.task_timeout_floor, self.start_timeout = task_timeout_floor, start_timeout
             self.schedule_timeout = schedule_timeout
+            self.server_resources = dict(server_resources or {})
             self._spare = self._placement()      # unschedulable: a named error, now
         except BaseException:
             if self._owns_ray:
@@ -370,6 +383,7 @@ class RayEngine(Engine):
         asks for no resources."""
         bundle = {key: value for key, value in (("CPU", self.server_cpus),
                                                 ("GPU", self.num_gpus)) if value > 0}
+        bundle.update(self.server_resources)
         if not bundle:
             return None
         group = ray.util.placement_group([bundle])
@@ -401,7 +415,8 @@ class RayEngine(Engine):
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 group, placement_group_bundle_index=0)}
         actor = _RemoteServer.options(num_cpus=self.server_cpus, num_gpus=self.num_gpus,
-                                      max_restarts=0, allow_out_of_order_execution=True,
+                                      resources=self.server_resources, max_restarts=0,
+                                      allow_out_of_order_execution=True,
                                       **placed).remote(
             self._model_ref, self.server_device, self.segments, self.graphs,
             self.server_threads)
