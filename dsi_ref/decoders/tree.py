@@ -74,7 +74,7 @@ from ..base.randomness import Randomness
 from ..base.result import Run
 from ..base.validate import check_int
 from .common import Recorder, check_inputs, merge_hint, model_reader
-from .verification import argmax, path_weight, residual, stop_weight, weighted_residual
+from .verification import argmax, path_weight, stop_weight, weighted_residual
 
 __all__ = ["STATS", "TREE_RULES", "TREE_VERIFY_RULES", "EagleTopK", "GreedyTree",
            "RecursiveRejection", "RecursiveRejectionWithoutReplacement", "Traversal",
@@ -152,6 +152,43 @@ class TreeRule:
     name = "rrs"
     greedy = False
 
+    # -- row arithmetic: every step below reads and builds rows through these, and only these
+    # (`dsi_ref.backends.vectorised_tree` overrides them with numpy on float64 rows) ----------
+    def law(self, weights: Row) -> Row:
+        """The law a row of weights stands for: `normalise` (a new row)."""
+        return normalise(weights)
+
+    def mass(self, weights: Row) -> Number:
+        """``Σ weights``, summed left to right from ``Fraction(0)`` (exact for `Fraction` s; for
+        floats the plain sequential float sum, on every Python version)."""
+        return sum(weights, Fraction(0))
+
+    def excess(self, weight: Number, target: Row, proposal: Row) -> Row:
+        """``(w · p' − q)+``: `weighted_residual` (``w = 1``: the residual ``(p' − q)+``)."""
+        return weighted_residual(weight, target, proposal)
+
+    def without(self, weights: Row, token: int) -> Row:
+        """A copy of ``weights`` with ``token``'s entry zeroed."""
+        out = list(weights)
+        out[token] = 0 * out[token]
+        return out
+
+    def copy(self, weights: Row) -> Row:
+        """``weights`` as a row of its own (a copy: no later step changes the caller's row)."""
+        return list(weights)
+
+    def draw(self, weights: Row, rng: Randomness, key: tuple[str, int, tuple[int, ...]]) -> int:
+        """A token from ``weights`` (normalised): ``rng.categorical(weights, key)``."""
+        return rng.categorical(weights, key=key)
+
+    def best(self, weights: Row) -> int:
+        """The most likely token, ties to the lowest id: `argmax`."""
+        return argmax(weights)
+
+    def most_likely(self, weights: Row, k: int) -> list[int]:
+        """The ``k`` most likely tokens with a positive weight: `top_k`."""
+        return top_k(weights, k)
+
     # -- drafting ------------------------------------------------------------------------------
     def children(self, draft_probs: Row, k: int, rng: Randomness,
                  context: tuple[int, ...]) -> list[tuple[int, Row]]:
@@ -159,16 +196,16 @@ class TreeRule:
         the law ``norm(q)`` (`normalise`, as `start` reads ``p``; the draw reads ``q`` as it is,
         as SI's does: ``rng.categorical`` normalises)."""
         i = len(context)
-        law = normalise(draft_probs)
-        return [(rng.categorical(draft_probs, key=(role("draft", j), i, context)), law)
+        law = self.law(draft_probs)
+        return [(self.draw(draft_probs, rng, (role("draft", j), i, context)), law)
                 for j in range(k)]
 
     # -- top-down verification, step by step ---------------------------------------------------
-    def start(self, target_probs: Row) -> list[Number]:
+    def start(self, target_probs: Row) -> Row:
         """``p'`` at a node before its first child is tested: ``norm(p)``, the law the row
         stands for, normalised as the children's proposals are (see the module's "Rows as
         laws")."""
-        return normalise(target_probs)
+        return self.law(target_probs)
 
     def accept(self, target: Sequence[Number], proposal: Row, token: int, sibling: int,
                rng: Randomness, context: tuple[int, ...]) -> bool:
@@ -177,18 +214,18 @@ class TreeRule:
         return bool(p >= q or rng.bernoulli(p / q, key=(role("accept", sibling), len(context),
                                                         context)))
 
-    def update(self, target: Sequence[Number], proposal: Row, token: int) -> list[Number]:
+    def update(self, target: Sequence[Number], proposal: Row, token: int) -> Row:
         """``p'`` after child ``x`` (drawn from ``q_j``) was rejected: ``norm((p' − q_j)+)``."""
-        return normalise(residual(target, proposal))
+        return self.law(self.excess(1, target, proposal))
 
     def residual(self, target: Sequence[Number], rng: Randomness,
                  context: tuple[int, ...]) -> int:
         """The token after the path when every child of its last node was rejected: ``~ p'``."""
-        return rng.categorical(target, key=("residual", len(context), context))
+        return self.draw(target, rng, ("residual", len(context), context))
 
     def bonus(self, target_probs: Row, rng: Randomness, context: tuple[int, ...]) -> int:
         """The token after a path that reached a leaf: ``~ p``."""
-        return rng.categorical(target_probs, key=("target", len(context), context))
+        return self.draw(target_probs, rng, ("target", len(context), context))
 
     def verify(self, root: TreeNode, rng: Randomness, eos: int | None) -> TreeVerdict:
         """Decide the tree from the root down: at each node test its children in order (each
@@ -232,14 +269,14 @@ class RecursiveRejectionWithoutReplacement(TreeRule):
                  context: tuple[int, ...]) -> list[tuple[int, Row]]:
         """``x_j ~ q_j``, stopping when ``q`` has no token left."""
         out: list[tuple[int, Row]] = []
-        left: list[Number] = list(draft_probs)
+        left = draft_probs
         for j in range(k):
-            if not sum(left) > 0:
+            if not self.mass(left) > 0:
                 break
-            proposal = normalise(left)
-            x = rng.categorical(proposal, key=(role("draft", j), len(context), context))
+            proposal = self.law(left)
+            x = self.draw(proposal, rng, (role("draft", j), len(context), context))
             out.append((x, proposal))
-            left[x] = 0 * left[x]
+            left = self.without(left, x)
         return out
 
 
@@ -257,7 +294,7 @@ class EagleTopK(TreeRule):
     def children(self, draft_probs: Row, k: int, rng: Randomness,
                  context: tuple[int, ...]) -> list[tuple[int, Row]]:
         """The ``k`` most likely tokens of ``q`` (their law: the drafter's row)."""
-        return [(x, draft_probs) for x in top_k(draft_probs, k)]
+        return [(x, draft_probs) for x in self.most_likely(draft_probs, k)]
 
     def accept(self, target: Sequence[Number], proposal: Row, token: int, sibling: int,
                rng: Randomness, context: tuple[int, ...]) -> bool:
@@ -266,11 +303,9 @@ class EagleTopK(TreeRule):
         return bool(p >= 1 or rng.bernoulli(p, key=(role("accept", sibling), len(context),
                                                     context)))
 
-    def update(self, target: Sequence[Number], proposal: Row, token: int) -> list[Number]:
+    def update(self, target: Sequence[Number], proposal: Row, token: int) -> Row:
         """``norm(p' with x zeroed)``."""
-        out = list(target)
-        out[token] = 0 * out[token]
-        return normalise(out)
+        return self.law(self.without(target, token))
 
 
 class GreedyTree(EagleTopK):
@@ -281,28 +316,28 @@ class GreedyTree(EagleTopK):
     name = "greedy"
     greedy = True
 
-    def start(self, target_probs: Row) -> list[Number]:
+    def start(self, target_probs: Row) -> Row:
         """``p`` as it is: no division that could round two entries into a tie, so that
         ``argmax`` is the target's greedy choice."""
-        return list(target_probs)
+        return self.copy(target_probs)
 
     def accept(self, target: Sequence[Number], proposal: Row, token: int, sibling: int,
                rng: Randomness, context: tuple[int, ...]) -> bool:
         """``x = argmax p``."""
-        return token == argmax(target)
+        return token == self.best(target)
 
-    def update(self, target: Sequence[Number], proposal: Row, token: int) -> list[Number]:
+    def update(self, target: Sequence[Number], proposal: Row, token: int) -> Row:
         """Nothing changes: the next child is compared with the same ``argmax p``."""
-        return list(target)
+        return self.copy(target)
 
     def residual(self, target: Sequence[Number], rng: Randomness,
                  context: tuple[int, ...]) -> int:
         """``argmax p``."""
-        return argmax(target)
+        return self.best(target)
 
     def bonus(self, target_probs: Row, rng: Randomness, context: tuple[int, ...]) -> int:
         """``argmax p``."""
-        return argmax(target_probs)
+        return self.best(target_probs)
 
 
 class Traversal(RecursiveRejectionWithoutReplacement):
@@ -338,14 +373,14 @@ class Traversal(RecursiveRejectionWithoutReplacement):
         return path_weight(alpha, target[token], proposal[token])
 
     def reject_child(self, alpha: Number, target: Sequence[Number], proposal: Row,
-                     token: int) -> tuple[Number, list[Number]]:
+                     token: int) -> tuple[Number, Row]:
         """``(α(P), B_P)`` after a child's subtree accepted nothing (see the class docstring):
         `weighted_residual` and `stop_weight`, as block verification's ``h_i``."""
-        weights = weighted_residual(alpha, target, proposal)
-        r = sum(weights)
+        weights = self.excess(alpha, target, proposal)
+        r = self.mass(weights)
         if not r > 0:  # P accepts nothing more (α(P) = 0): B_P is never drawn from again
             return 0 * r, weights
-        return stop_weight(alpha, r), normalise(weights)
+        return stop_weight(alpha, r), self.law(weights)
 
     def accept_node(self, alpha: Number, node: TreeNode, rng: Randomness) -> bool:
         """Accept the path ending at ``node`` (a leaf now) with probability ``α(node)``."""
@@ -358,7 +393,7 @@ class Traversal(RecursiveRejectionWithoutReplacement):
               root: bool) -> TreeVerdict | None:
         """Post-order traversal of ``node``'s subtree: the verdict of the first accepted node
         (its path relative to ``node``), or None if the subtree accepted nothing."""
-        target: list[Number] = self.start(node.p) if node.p is not None else []
+        target: Row = self.start(node.p) if node.p is not None else []
         tried = False
         for child in node.children:
             assert child.token is not None and child.proposal is not None
@@ -375,7 +410,7 @@ class Traversal(RecursiveRejectionWithoutReplacement):
         if tried:
             # Exactly, r = 0 leaves α(P) = 0 (P not accepted) but at the root, where α = 1:
             # there r = 0 means B = S, so the child's α is 1 and it is never deleted.
-            if not sum(target) > 0:
+            if not self.mass(target) > 0:
                 raise NumericalError(f"traversal verification accepted the node after "
                                      f"{node.context!r} but its residual is empty: float "
                                      "rounding in p or q")
@@ -436,6 +471,16 @@ class TreeRun:
         """Levels drafted this iteration: ``min(len(tree), remaining − 1)``."""
         return min(len(self.tree), self.n - len(self.tokens) - 1)
 
+    def drafter_rows(self, level: list[TreeNode]) -> list[Row]:
+        """``q`` at each node of a level (one drafter forward; the seam the torch engine
+        overrides)."""
+        return [self.read_q(self.prompt + node.context) for node in level]
+
+    def target_rows(self, nodes: list[TreeNode]) -> list[Row]:
+        """``p`` at each node (the root first, then the tree level by level; one target
+        forward; the seam the torch engine overrides)."""
+        return [self.read_p(self.prompt + node.context) for node in nodes]
+
     def draft(self) -> list[TreeNode]:
         """Draft the tree level by level (one drafter forward per level); returns every node."""
         start = len(self.tokens)
@@ -445,8 +490,8 @@ class TreeRun:
             level = [node for node in level if node.token is None or node.token != self.eos]
             if not level:
                 break
-            for node in level:
-                node.q = self.read_q(self.prompt + node.context)
+            for node, row in zip(level, self.drafter_rows(level), strict=True):
+                node.q = row
             self.rec.forward("drafter", "draft", (start + d,), self.rng)
             self.stats["drafter_forwards"] += 1
             nxt: list[TreeNode] = []
@@ -464,9 +509,9 @@ class TreeRun:
 
     def score(self, nodes: list[TreeNode]) -> None:
         """One target forward: ``p`` at every node (none after an EOS)."""
-        for node in nodes:
-            if node.token is None or node.token != self.eos:
-                node.p = self.read_p(self.prompt + node.context)
+        scored = [node for node in nodes if node.token is None or node.token != self.eos]
+        for node, row in zip(scored, self.target_rows(scored), strict=True):
+            node.p = row
         start = len(self.tokens)
         deepest = max(len(node.context) for node in nodes) - start
         self.rec.forward("target", "verify" if len(nodes) > 1 else "forward",

@@ -224,7 +224,7 @@ class _PointMassSoftQ(EagleTopK):
         return TreeRule.accept(self, target, proposal, token, sibling, rng, context)  # BUG
 
     def update(self, target: Sequence[Number], proposal: Sequence[Number],
-               token: int) -> list[Number]:
+               token: int) -> Sequence[Number]:
         return TreeRule.update(self, target, proposal, token)  # BUG: (p' − q)+ of the soft q
 
 

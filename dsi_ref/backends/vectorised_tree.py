@@ -1,0 +1,167 @@
+"""The tree verification rules on numpy rows, deciding exactly as the reference rules do.
+
+`vectorised_tree_rule` returns a rule of `dsi_ref.decoders.tree` (`TREE_VERIFY_RULES`) whose row
+arithmetic runs on float64 numpy rows. The rules' steps (which child is tested how, which row is
+updated to what, which key each draw takes) are the reference's own: every step of a
+`TreeRule` reads and builds rows only through its row-arithmetic methods (`TreeRule.law`,
+``mass``, ``excess``, ``without``, ``copy``, ``draw``, ``best``, ``most_likely``), and the
+classes here override those methods only. Each override computes the same float64 numbers as
+the reference's pure-Python one on the same rows:
+
+* ``law``: ``w / Σ w`` with the sequential sum (``np.cumsum``, left to right as the reference's
+  ``sum(w, Fraction(0))``), then one IEEE division per entry: bit for bit the reference's law;
+* ``mass``: the same sequential sum (its value feeds Traversal's ``α``, not only a sign test);
+* ``excess``: `dsi_ref.backends.vectorised.weighted_residual`, entry for entry the reference's
+  ``(w · p − q)+``;
+* ``draw``: `dsi_ref.backends.vectorised.categorical` at the same keyed uniform: the index of
+  `Sampler.categorical` (certified search, see that module);
+* ``best`` and ``most_likely``: ``np.argmax`` (first maximum) and a partial sort with ties to the
+  lowest id, the reference's tie rule.
+
+Scalars read from a row are ``np.float64``: the same IEEE numbers in the inherited scalar steps
+(``min(1, p'(x)/q(x))``, ``α``). One edge differs: a drafted token whose normalised proposal
+underflows to 0 (a subnormal weight) makes the reference's Python division raise
+``ZeroDivisionError`` where numpy gives ``inf`` (so ``α = 1``). The rows are read as floats: a
+`Fraction` row is rounded to float64 (use the reference rules for exact rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
+import numpy as np
+
+from ..base.errors import InvalidParameterError, NumericalError
+from ..base.models import Number
+from ..base.randomness import Randomness
+from ..decoders.tree import (
+    EagleTopK,
+    GreedyTree,
+    RecursiveRejectionWithoutReplacement,
+    Traversal,
+    TreeRule,
+    TreeVerifyRule,
+    as_tree_rule,
+)
+from ..decoders.verification import argmax
+from .vectorised import categorical, sequential_sum, weighted_residual
+
+__all__ = ["top_k_index", "vectorised_tree_rule"]
+
+Row = Sequence[Number]
+
+
+def _floats(weights: Row) -> np.ndarray:
+    """``weights`` as a float64 array (no copy when it is one already)."""
+    return np.asarray(weights, dtype=np.float64)
+
+
+def _as_row(array: np.ndarray) -> Row:
+    """A float64 array where the rules expect a `Row`: it indexes, iterates and has a length as
+    a sequence does (numpy's stubs do not declare it one)."""
+    return cast(Row, array)
+
+
+def top_k_index(weights: np.ndarray, k: int) -> list[int]:
+    """`dsi_ref.decoders.tree.top_k` of a float64 row: the ``k`` largest entries ``> 0``, largest
+    first, ties to the lowest id."""
+    positive = np.flatnonzero(weights > 0)
+    if len(positive) > k:                     # keep the entries >= the k-th largest value
+        kth = np.partition(weights[positive], len(positive) - k)[len(positive) - k]
+        positive = positive[weights[positive] >= kth]
+    order = np.lexsort((positive, -weights[positive]))    # by −w, then by id
+    return [int(t) for t in positive[order[:k]]]
+
+
+class _NumpyRows(TreeRule):
+    """The row arithmetic of `TreeRule` on float64 numpy rows (see the module docstring)."""
+
+    def law(self, weights: Row) -> Row:
+        """``w / Σ w`` (sequential sum); `NumericalError` when nothing is left."""
+        array = _floats(weights)
+        total = sequential_sum(array)
+        if not total > 0:
+            raise NumericalError(f"a tree rule's distribution has no mass left (sum {total!r} "
+                                 f"of {len(array)} weights; float rounding in p or q)")
+        return _as_row(array / total)
+
+    def mass(self, weights: Row) -> Number:
+        """``Σ weights``, left to right."""
+        return sequential_sum(_floats(weights))
+
+    def excess(self, weight: Number, target: Row, proposal: Row) -> Row:
+        """``(w · p' − q)+`` (`dsi_ref.backends.vectorised.weighted_residual`)."""
+        return _as_row(weighted_residual(weight, target, proposal))
+
+    def without(self, weights: Row, token: int) -> Row:
+        """A copy with ``token``'s entry zeroed."""
+        out = np.array(weights, dtype=np.float64)
+        out[token] = 0.0
+        return _as_row(out)
+
+    def copy(self, weights: Row) -> Row:
+        """A float64 copy."""
+        return _as_row(np.array(weights, dtype=np.float64))
+
+    def draw(self, weights: Row, rng: Randomness, key: tuple[str, int, tuple[int, ...]]) -> int:
+        """`Sampler.categorical`'s token (`dsi_ref.backends.vectorised.categorical`); weights
+        that are not finite and ``>= 0`` are an `InvalidParameterError`, as for
+        ``rng.categorical``."""
+        array = _floats(weights)
+        if not (array >= 0).all() or not np.isfinite(array).all():
+            raise InvalidParameterError(f"categorical weights must be finite numbers >= 0 "
+                                        f"(key {key!r})")
+        if not array.any():
+            raise InvalidParameterError(f"categorical weights must have a positive sum (key "
+                                        f"{key!r})")
+        return categorical(array, rng, key, nonnegative=True)
+
+    def best(self, weights: Row) -> int:
+        """``np.argmax`` (the first maximum); a row with a NaN goes to the reference `argmax`,
+        whose comparisons skip it."""
+        array = _floats(weights)
+        if np.isnan(array).any():
+            return argmax(array.tolist())
+        return int(np.argmax(array))
+
+    def most_likely(self, weights: Row, k: int) -> list[int]:
+        """`top_k_index`."""
+        return top_k_index(_floats(weights), k)
+
+
+class _VectorisedRecursiveRejection(_NumpyRows, TreeRule):
+    """``"rrs"`` on numpy rows."""
+
+
+class _VectorisedWithoutReplacement(_NumpyRows, RecursiveRejectionWithoutReplacement):
+    """``"rrs_without_replacement"`` on numpy rows."""
+
+
+class _VectorisedEagleTopK(_NumpyRows, EagleTopK):
+    """``"eagle_topk"`` on numpy rows."""
+
+
+class _VectorisedTraversal(_NumpyRows, Traversal):
+    """``"traversal"`` on numpy rows."""
+
+
+class _VectorisedGreedyTree(_NumpyRows, GreedyTree):
+    """``"greedy"`` on numpy rows."""
+
+
+_VECTORISED_TREE: dict[type, type[TreeRule]] = {
+    TreeRule: _VectorisedRecursiveRejection,
+    RecursiveRejectionWithoutReplacement: _VectorisedWithoutReplacement,
+    EagleTopK: _VectorisedEagleTopK, Traversal: _VectorisedTraversal,
+    GreedyTree: _VectorisedGreedyTree}
+
+
+def vectorised_tree_rule(verify: TreeVerifyRule | TreeRule) -> TreeRule:
+    """The tree rule ``verify`` (a name of `TREE_VERIFY_RULES` or a rule) with its row arithmetic
+    on numpy rows (built-in rules: a new instance); a custom rule, a subclass included, is
+    returned as given (correct on numpy rows, only slower). A bad name is an
+    `InvalidParameterError` (`as_tree_rule`)."""
+    rule = as_tree_rule(verify)
+    fast = _VECTORISED_TREE.get(type(rule))
+    return fast() if fast is not None else rule
