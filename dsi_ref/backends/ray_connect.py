@@ -1,23 +1,30 @@
-"""Connecting to Ray: start it in this process, or join a cluster whose head is probed first.
+"""Connecting to Ray: start a private one in this process, or join a cluster whose head is
+probed first.
 
-`connect` starts Ray in-process (``ray.init(num_cpus=…)``) or joins a cluster (``address=``);
-an address where nothing answers fails within ``connect_timeout`` seconds with a
-`BackendError`, instead of Ray's own long retries. `check_seconds` is the one check of every
-timeout argument of the Ray backend.
+`connect` starts a private Ray in-process (``ray.init(address="local", num_cpus=…)``: never a
+cluster that happens to run on this machine) or joins a cluster (``address=``, or
+``join_existing=True`` for this machine's). Every failure is a `RayConnectionError` whose one
+line names its cause and the fix (refused, unreachable, timeout, not a Ray head, auth token,
+version mismatch); an address where nothing answers fails within ``connect_timeout`` seconds
+instead of Ray's own long retries. `classify` reads the cause out of Ray's exceptions.
+`check_seconds` is the one check of every timeout argument of the Ray backend.
 """
 
 from __future__ import annotations
 
 import numbers
+import os
+import re
 import socket
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import ray
 
-from ..base.errors import BackendError
+from ..base.errors import BackendError, RayConnectionError
 
-__all__ = ["check_seconds", "connect"]
+__all__ = ["check_seconds", "classify", "connect"]
 
 
 def check_seconds(name: str, value: object, *, optional: bool = True) -> None:
@@ -34,11 +41,31 @@ def check_seconds(name: str, value: object, *, optional: bool = True) -> None:
 #: server of ``ray://``) is a gRPC server, which answers with a SETTINGS frame of its own.
 _H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
+#: How each cause is fixed (the end of a `RayConnectionError`'s message).
+_FIXES = {
+    "refused": "start a head there with `ray start --head --port PORT`, or check the port",
+    "unreachable": "check the host name and the network route to it",
+    "timeout": "check that a Ray head (not a firewall or a proxy) listens there, or raise "
+               "connect_timeout",
+    "not-ray": "give the head's GCS port (`ray start --head --port`, 6379 by default), or "
+               "ray://host:port for a Ray Client server",
+    "auth": "give this process the cluster's token: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN "
+            "(or RAY_AUTH_TOKEN_PATH); `ray get-auth-token` on the head prints it",
+    "version": "run the same Ray and Python versions here as on the cluster",
+    "no-cluster": "start one with `ray start --head`, or pass its address",
+    "failed": "see Ray's message",
+}
 
-def _probe(address: str, timeout: float) -> None:
-    """Check that a gRPC server answers at ``host:port`` within ``timeout`` seconds, or raise a
-    `BackendError`. A TCP connection is not enough: ``ray.init`` retries for minutes against a
-    port that accepts connections but is not a Ray head (or behind a proxy that accepts all)."""
+
+def _fail(cause: str, address: str | None, what: str) -> RayConnectionError:
+    """The `RayConnectionError` for ``cause``: one line, the cause, then the fix."""
+    where = "cannot start a local Ray" if address is None else f"cannot join Ray at {address!r}"
+    what = " ".join(what.split())        # one line, whatever Ray's text was
+    return RayConnectionError(f"{where}: {cause}: {what}; {_FIXES[cause]}", cause=cause,
+                              address=address)
+
+
+def _host_port(address: str) -> tuple[str, int]:
     url = urlsplit(address if "://" in address else f"tcp://{address}")
     try:
         host, port = url.hostname, url.port
@@ -47,6 +74,15 @@ def _probe(address: str, timeout: float) -> None:
     if host is None or port is None:
         raise BackendError(f"Ray address {address!r} is not host:port (or ray://host:port, "
                            "or 'auto')")
+    return host, port
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Check that a gRPC server answers at ``host:port`` within ``timeout`` seconds, or raise a
+    `RayConnectionError` naming why not (refused, unreachable, timeout, not-ray). A TCP
+    connection is not enough: ``ray.init`` retries for minutes against a port that accepts
+    connections but is not a Ray head (or behind a proxy that accepts all)."""
+    host, port = _host_port(address)
     deadline = time.monotonic() + timeout
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
@@ -58,38 +94,106 @@ def _probe(address: str, timeout: float) -> None:
                 if not chunk:
                     break
                 frame += chunk
-        if len(frame) < 9 or frame[3] != 0x04:
-            raise OSError("it does not answer as a gRPC server (not a Ray head)")
+    except ConnectionRefusedError:
+        raise _fail("refused", address, "no Ray cluster answers (connection refused: nothing "
+                    "listens on that port)") from None
+    except TimeoutError:
+        raise _fail("timeout", address, f"no Ray cluster answers within {timeout:g} s (the "
+                    "connection or the handshake got no reply)") from None
     except OSError as error:
-        raise BackendError(f"no Ray cluster answers at {address!r} (within {timeout:g} s: "
-                           f"{error or type(error).__name__}); start one with `ray start "
-                           "--head`, or pass no address to start Ray in this process") from None
+        raise _fail("unreachable", address, f"no Ray cluster answers ({error.strerror or error})"
+                    ) from None
+    if len(frame) < 9 or frame[3] != 0x04:
+        said = "closed the connection" if not frame else f"answered {frame[:9]!r}"
+        raise _fail("not-ray", address, f"no Ray cluster answers (the server {said}, which is "
+                    "not a gRPC handshake: not a Ray head)")
+
+
+#: Ray's own words for each cause, in its exceptions (ray 2.60's worker.py, node.py, utils.py,
+#: authentication_constants.py, services.py), first match wins.
+_RAY_SAYS = (
+    ("auth", ("InvalidAuthToken", "AuthenticationError", "Authentication token is missing",
+              "no authentication token was found", "authentication token is invalid",
+              "Unauthenticated")),
+    ("version", ("Version mismatch",)),
+    ("no-cluster", ("Could not find any running Ray instance",)),
+)
+
+
+def classify(error: BaseException) -> str:
+    """The `RayConnectionError` cause of an exception raised by ``ray.init``: its text and that
+    of its causes (Ray wraps the real one: ``ConnectionError('Failed to connect to Ray cluster
+    at …')`` from a ``RuntimeError`` carrying the ``AuthenticationError``) against Ray's own
+    words; ``"failed"`` when none matches."""
+    texts, seen = [], set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        texts.append(f"{type(link).__name__}: {link}")
+        link = link.__cause__ or link.__context__
+    text = "\n".join(texts)
+    for cause, words in _RAY_SAYS:
+        if any(word.lower() in text.lower() for word in words):
+            return cause
+    return "failed"
+
+
+def _summary(error: BaseException, cause: str) -> str:
+    """A short account of Ray's error: for ``auth`` whether this process sent a token, for
+    ``version`` the two versions, else Ray's first line."""
+    text = str(error)
+    if cause == "auth":
+        sent = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+        return ("the head rejected this process's token" if sent else
+                "the head requires a token and this process sent none (RAY_AUTH_MODE is not "
+                "'token' here)")
+    if cause == "version":
+        versions = re.findall(r"Ray: (\S+)\s+Python: (\S+)", text)
+        if len(versions) == 2:
+            (ray_c, py_c), (ray_h, py_h) = versions
+            return (f"the cluster runs Ray {ray_c} on Python {py_c}, this process Ray {ray_h} "
+                    f"on Python {py_h}")
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
 def connect(address: str | None = None, *, num_cpus: int | None = None,
-            connect_timeout: float = 10.0) -> bool:
+            connect_timeout: float = 10.0, join_existing: bool = False,
+            runtime_env: dict[str, Any] | None = None) -> bool:
     """Make sure Ray is running in this process; return whether this call started it.
 
     Args:
-        address: ``None`` starts a local Ray in-process (``num_cpus`` CPUs, no dashboard);
+        address: ``None`` starts a private local Ray (``num_cpus`` CPUs, no dashboard), even if
+            a ``ray start`` cluster runs on this machine or ``RAY_ADDRESS`` is set;
             ``"host:port"`` / ``"ray://host:port"`` joins that cluster (probed first: nothing
-            answering within ``connect_timeout`` seconds is a `BackendError`); ``"auto"`` joins
-            the cluster started on this machine by ``ray start``.
-        num_cpus: CPUs of a local Ray (ignored with ``address``).
+            answering within ``connect_timeout`` seconds is a `RayConnectionError`);
+            ``"auto"`` joins the cluster of this machine (``RAY_ADDRESS``, else the latest
+            ``ray start``).
+        num_cpus: CPUs of a local Ray (ignored when joining).
         connect_timeout: seconds to wait for an address to answer.
+        join_existing: with no ``address``, join the cluster of this machine (``"auto"``)
+            instead of starting a private one.
+        runtime_env: Ray's ``runtime_env`` of this job (e.g. ``{"py_modules": [dsi_ref]}`` to
+            ship this code to nodes that lack it).
 
-    An already-initialised Ray is reused as it is (and not owned by this call); a given address
-    is probed all the same.
+    A failure to join is a `RayConnectionError` whose ``cause`` names why (refused,
+    unreachable, timeout, not-ray, auth, version, no-cluster). An already-initialised Ray is
+    reused as it is (and not owned by this call); a given address is probed all the same.
     """
+    if address is None and join_existing:
+        address = "auto"
+    if address == "local":
+        address = None
     if address is not None and address != "auto":
         _probe(address, connect_timeout)
     if ray.is_initialized():
         return False
     try:
-        if address is None:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        if address is None:       # "local": never the cluster of RAY_ADDRESS or `ray start`
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                     log_to_driver=False, runtime_env=runtime_env)
         else:
-            ray.init(address=address, log_to_driver=False)
-    except (ConnectionError, TimeoutError, RuntimeError) as error:
-        raise BackendError(f"cannot start or join Ray (address={address!r}): {error}") from None
+            ray.init(address=address, log_to_driver=False, runtime_env=runtime_env)
+    except Exception as error:
+        cause = classify(error)
+        raise _fail(cause, address, _summary(error, cause)) from error
     return True

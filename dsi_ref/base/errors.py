@@ -7,7 +7,8 @@ Each names what a user did or what happened, so that a caller can catch exactly 
   inputs), `BackendError` (the torch backend's inputs);
 * a distributed run that cannot go on: `ServerLostError` (every target server died) and its
   refinement `ServerTimeoutError` (a deadline passed: servers frozen, or the run's timeout),
-  `UnschedulableError` (no node can host a server's resources);
+  `UnschedulableError` (no node can host a server's resources), `RayConnectionError` (a Ray
+  cluster could not be joined; ``cause`` says why);
 * verdicts that cannot be given: `ScheduleDependenceError` (the law depends on the schedule; it
   carries the witness), `NondeterministicProgramError` (the program is not a function of its
   draws through ``rng``: randomness drawn elsewhere, or a replay that diverged),
@@ -33,6 +34,7 @@ __all__ = [
     "NondeterministicProgramError",
     "NumericalError",
     "PathLimitError",
+    "RayConnectionError",
     "ScheduleDependenceError",
     "ServerLostError",
     "ServerTimeoutError",
@@ -82,6 +84,33 @@ class ServerTimeoutError(ServerLostError):
 class UnschedulableError(BackendError):
     """No node of the cluster can host a target server's resources (e.g. a GPU share on a
     machine without GPUs) within the scheduling deadline."""
+
+
+class RayConnectionError(BackendError):
+    """A Ray cluster could not be joined (or started). The one-line message names the cause and
+    the fix; ``cause`` is one of `CAUSES`:
+
+    * ``"refused"``: nothing listens at the address; ``"unreachable"``: no route to it, or its
+      name does not resolve; ``"timeout"``: no answer within the connect timeout;
+    * ``"not-ray"``: something answers, but not as a Ray head (a gRPC server);
+    * ``"auth"``: the head rejected this process's authentication token (or got none);
+    * ``"version"``: the cluster runs another Ray or Python version than this process;
+    * ``"no-cluster"``: joining "the cluster on this machine" found none;
+    * ``"failed"``: anything else (Ray's own first line is quoted).
+
+    Attributes:
+        cause: the cause, one of `CAUSES`.
+        address: the address that was tried (``None``: a local start).
+    """
+
+    CAUSES = ("refused", "unreachable", "timeout", "not-ray", "auth", "version", "no-cluster",
+              "failed")
+
+    def __init__(self, message: str, *, cause: str, address: str | None) -> None:
+        if cause not in self.CAUSES:
+            raise ValueError(f"unknown cause {cause!r}, not one of {self.CAUSES}")
+        super().__init__(message)
+        self.cause, self.address = cause, address
 
 
 class NumericalError(ArithmeticError):

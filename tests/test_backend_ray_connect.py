@@ -1,0 +1,141 @@
+"""Joining a Ray cluster (`dsi_ref.backends.ray_connect`): every failure names its cause.
+
+Default run (no Ray started, well under a second): the causes found by the probe, each
+reproduced for real on this machine (a closed port: refused; a listener that never answers:
+timeout; a plain HTTP server: not a Ray head), and `classify` on Ray 2.60's own exception texts
+(copied from its source: worker.py, node.py, utils.py, authentication_constants.py).
+
+Slow (``-m slow``, a ``ray start --head`` cluster of the test's own, with token auth, on its own
+port and temp dir, stopped by its own process group): no address starts a private Ray even with
+that cluster running and ``RAY_ADDRESS`` pointing at it, ``join_existing`` / an address joins
+it, a wrong token is a ``"auth"`` error, and a driver whose Ray version differs from the
+cluster's (Ray's own version check, with this process's version reported as another one) is a
+``"version"`` error. Each driver is a fresh Python process (a process holds one Ray connection,
+and other test files start Ray in-process).
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("ray")
+
+from dsi_ref.backends.ray_connect import classify, connect
+from dsi_ref.base.errors import BackendError, RayConnectionError
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A port that accepts connections (the kernel's backlog) and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    with listener:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """A plain HTTP server: it answers, but not as a Ray head."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _cause(address: str, timeout: float = 1.0) -> RayConnectionError:
+    with pytest.raises(RayConnectionError) as caught:
+        connect(address, connect_timeout=timeout)
+    message = str(caught.value)
+    assert "\n" not in message and address in message
+    assert caught.value.address == address
+    return caught.value
+
+
+def test_a_closed_port_is_refused() -> None:
+    error = _cause(f"127.0.0.1:{_free_port()}")
+    assert error.cause == "refused"
+    assert "connection refused" in str(error) and "ray start --head" in str(error)
+
+
+def test_a_port_that_never_answers_is_a_timeout(silent: str) -> None:
+    error = _cause(silent, timeout=0.3)
+    assert error.cause == "timeout"
+    assert "within 0.3 s" in str(error) and "connect_timeout" in str(error)
+
+
+def test_a_plain_http_server_is_not_a_ray_head(http_server: str) -> None:
+    error = _cause(http_server)
+    assert error.cause == "not-ray"
+    assert "not a Ray head" in str(error) and "DOCTYPE" in str(error)   # its error page
+
+
+def test_an_unresolvable_host_is_unreachable() -> None:
+    error = _cause("no-such-host.invalid:6379")
+    assert error.cause == "unreachable"
+
+
+def test_a_malformed_address_and_an_unknown_cause_are_named_errors() -> None:
+    with pytest.raises(BackendError, match="host:port"):
+        connect("nonsense")
+    with pytest.raises(ValueError, match="unknown cause"):
+        RayConnectionError("x", cause="bad luck", address=None)
+
+
+# Ray 2.60's own texts (its source), as ray.init raises them
+def _auth_error() -> BaseException:
+    inner = RuntimeError(
+        "Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n"
+        "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token "
+        "is missing or incorrect. Ensure that the token for the cluster is available ...")
+    outer = ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6379")
+    outer.__cause__ = inner
+    return outer
+
+
+_VERSION = RuntimeError(
+    "Version mismatch: The cluster was started with:\n    Ray: 2.59.0\n    Python: 3.11.9\n"
+    "This process on node 192.0.2.2 was started with:\n    Ray: 2.60.0\n    Python: 3.11.9\n")
+
+
+@pytest.mark.parametrize(("error", "cause"), [
+    (_auth_error(), "auth"),
+    (RuntimeError("Token authentication is enabled but no authentication token was found"),
+     "auth"),
+    (_VERSION, "version"),
+    (ConnectionError("Could not find any running Ray instance. Please specify the one to "
+                     "connect to by setting the `--address` flag or `RAY_ADDRESS`"),
+     "no-cluster"),
+    (ConnectionError("Failed to connect to Ray cluster at 192.0.2.2:6379"), "failed"),
+])
+def test_classify_reads_the_cause_out_of_rays_own_text(error: BaseException,
+                                                       cause: str) -> None:
+    assert classify(error) == cause
+
+
+def test_a_version_mismatch_names_both_versions() -> None:
+    from dsi_ref.backends.ray_connect import _fail, _summary
+    error = _fail("version", "h:1", _summary(_VERSION, "version"))
+    assert error.cause == "version"
+    assert "Ray 2.59.0 on Python 3.11.9" in str(error) and "Ray 2.60.0" in str(error)
