@@ -123,7 +123,8 @@ def _bench(args: argparse.Namespace) -> int:
         from ..backends.ray import RayEngine
 
         engine: Engine = RayEngine(target, drafter, address=args.ray_address,
-                                   num_gpus=args.ray_gpus, segments=args.segments)
+                                   join_existing=args.ray_join, num_gpus=args.ray_gpus,
+                                   segments=args.segments)
     else:
         engine = Engine(target, drafter, segments=args.segments,   # a BackendError: main's
                         frontier_yields=args.frontier_yields, batched=args.batched,
@@ -376,7 +377,11 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--backend", default="thread", choices=("thread", "ray"),
                    help="DSI's target servers as threads (default) or as Ray actors")
     p.add_argument("--ray-address", metavar="HOST:PORT",
-                   help="with --backend ray: join this Ray cluster (default: start Ray here)")
+                   help="with --backend ray: join the Ray cluster at this address (default: "
+                   "start a private Ray in this process, even if a cluster runs here)")
+    p.add_argument("--ray-join", action="store_true",
+                   help="with --backend ray and no --ray-address: join the Ray cluster of this "
+                   "machine (RAY_ADDRESS, else the latest `ray start`) instead")
     p.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
                    help="with --backend ray: GPUs per server actor (0.25: four share one GPU)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
