@@ -98,7 +98,8 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
         ray_local: None, pair: tuple[TorchLM, TorchLM],
         monkeypatch: pytest.MonkeyPatch) -> None:
     target, _ = pair
-    with _engine(pair, 3, task_timeout_floor=1.0) as (engine, pids):
+    # no replacement (max_replacements=0): capacity only shrinks, as checked here
+    with _engine(pair, 3, task_timeout_floor=1.0, max_replacements=0) as (engine, pids):
         # one of 3 frozen mid-run: lost after the 1 s per-task deadline, its calls sent again;
         # the run commits non-SI's tokens
         frozen = engine.slots[2]
@@ -140,7 +141,7 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
 @pytest.mark.slow  # about 15 s: the default per-task deadline is 10 s
 def test_every_server_frozen_with_the_defaults_fails_within_60_s(
         ray_local: None, pair: tuple[TorchLM, TorchLM]) -> None:
-    with _engine(pair, 2) as (engine, pids):
+    with _engine(pair, 2, max_replacements=0) as (engine, pids):
         for pid in pids:
             os.kill(pid, signal.SIGSTOP)
         began = time.monotonic()

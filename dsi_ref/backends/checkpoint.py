@@ -22,9 +22,23 @@ import numpy as np
 import torch
 
 from ..base.errors import BackendError
+from .model_spec import ModelSpec
 from .torch_model import DTYPES, replicate
 
-__all__ = ["CheckpointLM", "CheckpointSession"]
+__all__ = ["CheckpointLM", "CheckpointSession", "special_tokens"]
+
+
+def special_tokens(config_eos: Any, config_bos: Any, vocab_size: int, eos: int | None,
+                   bos: int | None) -> tuple[int | None, int]:
+    """A checkpoint's ``(eos, bos)``: the given ones, else its config's when each is one int
+    (else no EOS, BOS 0); `BackendError` for an id outside the vocabulary."""
+    eos = eos if eos is not None else (config_eos if isinstance(config_eos, int) else None)
+    bos = bos if bos is not None else (config_bos if isinstance(config_bos, int) else 0)
+    for label, token in (("eos", eos), ("bos", bos)):
+        if token is not None and not 0 <= token < vocab_size:
+            raise BackendError(f"{label}={token} is not a token id of a vocabulary of size "
+                               f"{vocab_size}")
+    return eos, bos
 
 
 class CheckpointLM:
@@ -60,15 +74,11 @@ class CheckpointLM:
         self.name = path.name
         self.vocab_size = int(config.vocab_size)
         self.max_seq_len = int(getattr(config, "max_position_embeddings", 1 << 30))
-        config_eos = getattr(config, "eos_token_id", None)
-        self.eos = eos if eos is not None else (config_eos if isinstance(config_eos, int)
-                                                else None)
-        config_bos = getattr(config, "bos_token_id", None)
-        self.bos = bos if bos is not None else (config_bos if isinstance(config_bos, int) else 0)
-        for label, token in (("eos", self.eos), ("bos", self.bos)):
-            if token is not None and not 0 <= token < self.vocab_size:
-                raise BackendError(f"{label}={token} is not a token id of a vocabulary of size "
-                                   f"{self.vocab_size}")
+        self.eos, self.bos = special_tokens(getattr(config, "eos_token_id", None),
+                                            getattr(config, "bos_token_id", None),
+                                            self.vocab_size, eos, bos)
+        self.path, self.dtype_name = path, next(k for k, v in DTYPES.items() if v == dtype)
+        self._loaded_on = str(device)
         self._session: CheckpointSession | None = None
 
     def __repr__(self) -> str:
@@ -86,6 +96,12 @@ class CheckpointLM:
         if graphs:
             raise BackendError("CheckpointLM runs eager forwards: CUDA graphs are not supported")
         return CheckpointSession(self, priority=priority)
+
+    def spec(self) -> ModelSpec:
+        """What builds this model again, in another process (`ModelSpec`): its directory
+        (resolved), dtype, device and special tokens."""
+        return ModelSpec(checkpoint=str(self.path.resolve()), dtype=self.dtype_name,
+                         device=self._loaded_on, eos=self.eos, bos=self.bos)
 
     def replica(self, device: str | torch.device) -> CheckpointLM:
         """The same checkpoint with a copy of its weights on ``device``."""

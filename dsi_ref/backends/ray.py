@@ -39,15 +39,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
-import queue
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import ray
 import ray.exceptions
 import ray.util
@@ -62,228 +57,57 @@ from ..base.errors import (
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..decoders.common import check_inputs
-from ..decoders.dsi import DSIConfig, QueuePolicy, Task
+from ..decoders.dsi import DSIConfig, QueuePolicy
 from ..decoders.verification import Rule, VerifyRule
-from .engine import Engine, _Job, _WallClockDSI
+from .engine import Engine
 from .model_spec import LazyLM, ModelSpec
 from .ray_connect import check_seconds, connect
 from .ray_map import ray_map, sample_parallel
+from .ray_outbox import _ActorInbox, _ActorProxy, _RayDSI, _RayOutbox, _RemoteServer
 from .torch_session import BackendLM
 
 __all__ = ["RayEngine", "ServerLostError", "ServerTimeoutError", "UnschedulableError", "connect",
            "ray_map", "sample_parallel"]
 
 
-# -- the target servers ------------------------------------------------------------------------
-class _TargetServer:
-    """A target server in its own process: its own copy of the target model (built here from a
-    `ModelSpec`, or unpickled), its own session."""
-
-    def __init__(self, model: BackendLM | ModelSpec, device: str | None, segments: int,
-                 graphs: bool | None, threads: int) -> None:
-        import torch
-
-        torch.set_num_threads(threads)
-        lm: BackendLM = model.build() if isinstance(model, ModelSpec) else model
-        if device is not None and torch.device(device) != lm.device:
-            lm = lm.replica(device)
-        self.session = lm.session(graphs=graphs, segments=segments)
-
-    def rows(self, tokens: tuple[int, ...], count: int) -> tuple[np.ndarray | None, float]:
-        """The task's rows (``None`` when cancelled while running) and the forward's seconds."""
-        cancelled = ray.get_runtime_context().is_canceled
-        began = time.perf_counter()
-        rows = self.session.rows_unless(tokens, count, cancelled)
-        return rows, time.perf_counter() - began
-
-    def ping(self, payload: Any = None) -> Any:
-        """Return ``payload`` (round trips and transfers are measured with it)."""
-        return payload
-
-    def pid(self) -> int:
-        """The actor's process id."""
-        return os.getpid()
+_SHIPS = ("auto", "spec", "pickle")
 
 
-_RemoteServer = ray.remote(_TargetServer)
-
-
-@dataclass
-class _Call:
-    """An actor call in flight: its task, the job (to send again if the actor dies), the slot,
-    the actor (index in `RayEngine.actors`)."""
-
-    task: Task
-    job: _Job
-    slot: int
-    actor: int
-
-
-class _RayOutbox:
-    """The thread engine's outbox (``get`` / ``get_nowait`` of finished tasks), over actor calls.
-
-    Items are ``(status, task, payload, seconds)`` as a thread server puts them: ``done`` (rows),
-    ``preempted`` (cancelled: no rows). A lost call still wanted goes to a live actor instead of
-    becoming an item; `ServerLostError` when none is left. Every wait is bounded: an actor
-    that does not answer within the per-task deadline is frozen, and lost like a dead one.
-    """
-
-    def __init__(self, engine: RayEngine) -> None:
-        self.engine = engine
-        self.calls: dict[ray.ObjectRef[Any], _Call] = {}      # calls whose reply is awaited
-        self.ready: deque[tuple[str, Task, Any, float]] = deque()   # items of cancelled calls
-        self.lost_tasks = 0
-        self.frozen_servers = 0
-        self.since: dict[int, float] = {}   # actor -> its last reply, or the call sent while idle
-        self.deadline: float | None = None  # the run's (time.monotonic)
-        self.timeout: float | None = None
-
-    def submit(self, slot: int, job: _Job) -> None:
-        index = self.engine.slots[slot]
-        if all(call.actor != index for call in self.calls.values()):
-            self.since[index] = time.monotonic()
-        ref = self.engine.actors[index].rows.remote(job.tokens, job.count)
-        self.calls[ref] = _Call(job.task, job, slot, index)
-
-    def abandon(self) -> None:
-        """Cancel every call in flight and forget them (a run that raised)."""
-        for ref in self.calls:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref)
-        self.calls.clear()
-        self.ready.clear()
-
-    def check_deadline(self) -> None:
-        """`ServerTimeoutError` when the run's ``timeout`` has passed."""
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise ServerTimeoutError(f"the DSI run did not end within its timeout of "
-                                     f"{self.timeout:g} s; no token of an unfinished call was "
-                                     "committed")
-
-    def _budget(self) -> float:
-        """Seconds until the next deadline: a server's per-task deadline, or the run's."""
-        limit = self.engine.task_deadline()
-        ends = [self.since[call.actor] + limit for call in self.calls.values()]
-        if self.deadline is not None:
-            ends.append(self.deadline)
-        return max(0.0, min(ends) - time.monotonic())
-
-    def _expire(self) -> None:
-        """Lose every actor past its per-task deadline (frozen) and send its calls again."""
-        self.check_deadline()
-        now, limit = time.monotonic(), self.engine.task_deadline()
-        frozen = sorted({call.actor for call in self.calls.values()
-                         if now - self.since[call.actor] >= limit})
-        for index in frozen:
-            self.frozen_servers += 1
-            self.engine.lose_actor(index, frozen_after=limit)
-            for ref, call in [(r, c) for r, c in self.calls.items() if c.actor == index]:
-                del self.calls[ref]
-                self.lost_tasks += 1
-                self.submit(call.slot, call.job)   # still wanted: on a live actor
-
-    def cancel(self, task_id: int) -> None:
-        """`ray.cancel` the task's call and hand the event loop its ``preempted`` item now: the
-        call's reply (rows or `TaskCancelledError`) is never read, so nothing it computed can
-        be committed, and the loop does not wait for Ray to confirm the cancellation (which
-        may come late)."""
-        for ref in [r for r, call in self.calls.items() if call.task.id == task_id]:
-            call = self.calls.pop(ref)
-            ray.cancel(ref)
-            self.ready.append(("preempted", call.task, None, 0.0))
-
-    def get(self) -> tuple[str, Task, Any, float]:
-        while True:
-            if self.ready:
-                return self.ready.popleft()
-            self.check_deadline()
-            if not self.calls:
-                raise BackendError("no actor call in flight (a bug of the event loop)")
-            item = self._next(timeout=self._budget())
-            if item is not None:
-                return item
-
-    def get_nowait(self) -> tuple[str, Task, Any, float]:
-        while True:
-            if self.ready:
-                return self.ready.popleft()
-            if not self.calls or not ray.wait(list(self.calls), num_returns=1, timeout=0)[0]:
-                raise queue.Empty
-            item = self._next(timeout=0)
-            if item is not None:
-                return item
-
-    def _next(self, timeout: float | None) -> tuple[str, Task, Any, float] | None:
-        """The next finished call as an item, or ``None`` when it was lost and sent again (or
-        none finished within ``timeout`` seconds: frozen actors were lost)."""
-        if not self.calls:
-            raise BackendError("no actor call in flight (a bug of the event loop)")
-        done, _ = ray.wait(list(self.calls), num_returns=1, timeout=timeout)
-        if not done:
-            self._expire()
-            return None
-        ref = done[0]
-        call = self.calls.pop(ref)
-        self.since[call.actor] = time.monotonic()
-        try:
-            rows, seconds = ray.get(ref, timeout=self.engine.task_deadline())
-        except ray.exceptions.TaskCancelledError:
-            return ("preempted", call.task, None, 0.0)
-        except ray.exceptions.RayActorError:
-            self.lost_tasks += 1
-            self.engine.lose_actor(call.actor)    # (its slot may have moved already)
-            self.submit(call.slot, call.job)   # still wanted: the same job on a live actor
-            return None
-        except ray.exceptions.RayError as error:
-            return ("error", call.task, BackendError(f"target server failed: {error}"), 0.0)
-        self.engine.observe(seconds)
-        if rows is None:
-            return ("preempted", call.task, None, seconds)
-        return ("done", call.task, rows, seconds)
-
-
-@dataclass(frozen=True)
-class _ActorInbox:
-    outbox: _RayOutbox
-    slot: int
-
-    def put(self, job: _Job) -> None:
-        self.outbox.submit(self.slot, job)
-
-
-@dataclass(frozen=True)
-class _ActorProxy:
-    """Server ``slot`` as `_WallClockDSI` sees a server: an inbox that calls its actor."""
-
-    inbox: _ActorInbox
-
-
-class _RayDSI(_WallClockDSI):
-    """`_WallClockDSI` whose servers are actors: preemption also cancels the actor call."""
-
-    def preempt(self, task: Task, why: str) -> None:
-        super().preempt(task, why)
-        outbox = self.outbox
-        assert isinstance(outbox, _RayOutbox)
-        outbox.cancel(task.id)
-
-    def run(self) -> Run:
-        outbox = self.outbox
-        assert isinstance(outbox, _RayOutbox)
-        try:
-            return super().run()
-        except BaseException:
-            outbox.abandon()
-            raise
+def _shipped(target: BackendLM | ModelSpec, ship: str) -> BackendLM | ModelSpec:
+    """What the server actors get (`RayEngine`'s ``ship``): a `ModelSpec` to build, or the
+    built target, to pickle."""
+    if ship not in _SHIPS:
+        raise BackendError(f"ship must be one of {', '.join(_SHIPS)}, got {ship!r}")
+    if isinstance(target, ModelSpec):
+        if ship == "pickle":
+            raise BackendError("ship='pickle' sends a built model's weights: pass the model, "
+                               "not its ModelSpec")
+        return target
+    spec = getattr(target, "spec", None)
+    if ship == "pickle" or (ship == "auto" and spec is None):
+        return target
+    if spec is None:
+        raise BackendError(f"ship='spec': {type(target).__name__} has no spec() (TorchLM and "
+                           "CheckpointLM have one); use ship='pickle'")
+    built: ModelSpec = spec()
+    return built
 
 
 class RayEngine(Engine):
     """`Engine` whose DSI target servers are Ray actors (non-SI, SI and the drafter stay local).
 
     Args:
-        target: the target model; each actor gets its own copy (pickled, then moved to
-            ``server_device``). Build it on the CPU when servers go to GPUs.
+        target: the target model, or a `ModelSpec` of it. Each actor builds its own copy from
+            the model's spec (``ship``), or gets a pickled copy; it then moves it to
+            ``server_device``. Given a `ModelSpec`, this process builds its own copy only if a
+            forward needs it here (non-SI, SI, ``probs``): a DSI-only driver never holds the
+            target's weights (`LazyLM`).
         drafter: the drafter (runs in this process).
+        ship: how the actors get the target: ``"spec"`` (each builds it from ``target.spec()``
+            or the `ModelSpec` given: nothing large crosses the object store), ``"pickle"``
+            (a copy of the built target through the object store: for a small model, or one
+            whose weights were changed after it was built), ``"auto"`` (default: ``"spec"``
+            when the target has one, else ``"pickle"``).
         address: a Ray cluster to join (``"host:port"``, ``"ray://host:port"``, ``"auto"``);
             ``None`` starts a private Ray in this process (or reuses the one already running),
             never a cluster that runs on this machine unless ``join_existing``.
@@ -308,14 +132,20 @@ class RayEngine(Engine):
             ``task_timeout_floor``.
         task_timeout_factor, task_timeout_floor: the derived per-task deadline.
         start_timeout: seconds an actor that never answered may take to answer its first call
-            (it unpickles and builds its model first).
+            (it builds or unpickles its model first).
         schedule_timeout: seconds for a server's resources (``num_gpus``, ``server_cpus``) to
             be reserved (a placement group); else `UnschedulableError`. The constructor checks
             the first server's now.
+        max_replacements: how many lost (dead or frozen) server actors this engine replaces
+            over its life; a replacement is built while the run goes on without it, and takes
+            its server slots back at its first answer. ``None`` (default): the number of server
+            slots started (``SP``): every server may be replaced once on average, while a fault
+            that repeats (a model that cannot be built, a node that keeps failing) cannot
+            start actors forever. ``0``: none (capacity only shrinks).
     """
 
-    def __init__(self, target: BackendLM, drafter: BackendLM | None = None, *,
-                 address: str | None = None, num_cpus: int | None = None,
+    def __init__(self, target: BackendLM | ModelSpec, drafter: BackendLM | None = None, *,
+                 ship: str = "auto", address: str | None = None, num_cpus: int | None = None,
                  num_gpus: float = 0.0, server_device: str | None = None,
                  server_cpus: float = 0.0, server_threads: int = 1, segments: int = 4,
                  graphs: bool | None = None, connect_timeout: float = 10.0,
@@ -323,7 +153,8 @@ class RayEngine(Engine):
                  task_timeout_floor: float = 10.0, start_timeout: float = 300.0,
                  schedule_timeout: float = 5.0, join_existing: bool = False,
                  runtime_env: dict[str, Any] | None = None,
-                 server_resources: dict[str, float] | None = None) -> None:
+                 server_resources: dict[str, float] | None = None,
+                 max_replacements: int | None = None) -> None:
         if not num_gpus >= 0:
             raise BackendError(f"num_gpus must be >= 0, got {num_gpus!r}")
         for name, value in (("task_timeout_factor", task_timeout_factor),
@@ -332,14 +163,21 @@ class RayEngine(Engine):
                             ("schedule_timeout", schedule_timeout),
                             ("task_timeout", task_timeout)):
             check_seconds(name, value, optional=name == "task_timeout")
+        if max_replacements is not None and not (type(max_replacements) is int
+                                                 and max_replacements >= 0):
+            raise BackendError(f"max_replacements must be an int >= 0 or None, got "
+                               f"{max_replacements!r}")
+        shipped = _shipped(target, ship)
         self._owns_ray = connect(address, num_cpus=num_cpus, connect_timeout=connect_timeout,
                                  join_existing=join_existing, runtime_env=runtime_env)
         try:
-            self._setup(target, drafter, num_gpus, server_device, server_cpus, server_threads,
-                        segments, graphs)
+            self._setup(LazyLM(target) if isinstance(target, ModelSpec) else target, drafter,
+                        num_gpus, server_device, server_cpus, server_threads, segments, graphs)
+            self.shipped = shipped
             self.task_timeout, self.task_timeout_factor = task_timeout, task_timeout_factor
             self.task_timeout_floor, self.start_timeout = task_timeout_floor, start_timeout
             self.schedule_timeout = schedule_timeout
+            self.max_replacements = max_replacements
             self.server_resources = dict(server_resources or {})
             self._spare = self._placement()      # unschedulable: a named error, now
         except BaseException:
@@ -358,11 +196,14 @@ class RayEngine(Engine):
         self.ray_outbox = _RayOutbox(self)
         self.outbox = self.ray_outbox       # type: ignore[assignment]  # get / get_nowait
         self.actors: list[Any] = []         # actor handles, in creation order
-        self.slots: list[int] = []          # server slot -> index in actors
+        self.slots: list[int] = []          # server slot -> index in actors (who serves it)
+        self.home: list[int] = []           # server slot -> the actor it belongs to
         self.dead: set[int] = set()
         self.answered: set[int] = set()     # actors that answered a call (built their model)
+        self.joining: dict[int, tuple[Any, float]] = {}  # replacement -> (probe, sent at)
+        self.replaced = 0                   # replacements started
         self.slowest_forward = 0.0          # seconds, over every reply seen
-        self._groups: list[Any] = []        # placement groups of the actors
+        self._groups: dict[int, Any] = {}   # actor -> its placement group
         self._model_ref: Any = None
 
     # -- deadlines ----------------------------------------------------------------------------
@@ -373,20 +214,33 @@ class RayEngine(Engine):
             return self.task_timeout
         return max(self.task_timeout_floor, self.task_timeout_factor * self.slowest_forward)
 
+    def actor_deadline(self, index: int) -> float:
+        """Seconds actor ``index`` may take to answer: the per-task deadline, or
+        ``start_timeout`` while it never answered (it builds its model first)."""
+        return self.task_deadline() if index in self.answered else self.start_timeout
+
     def observe(self, seconds: float) -> None:
         """A reply's forward took ``seconds``."""
         self.slowest_forward = max(self.slowest_forward, seconds)
 
-    def _placement(self) -> Any:
-        """A placement group holding one server's resources, ready within
-        ``schedule_timeout`` seconds (`UnschedulableError` if not); ``None`` when a server
-        asks for no resources."""
+    def _bundle(self) -> dict[str, float]:
+        """One server's resources."""
         bundle = {key: value for key, value in (("CPU", self.server_cpus),
                                                 ("GPU", self.num_gpus)) if value > 0}
         bundle.update(self.server_resources)
+        return bundle
+
+    def _placement(self, wait: bool = True) -> Any:
+        """A placement group holding one server's resources (``None`` when a server asks for
+        none); with ``wait``, ready within ``schedule_timeout`` seconds, else
+        `UnschedulableError` (a replacement's is not waited for: its actor starts when the
+        group is ready, within ``start_timeout``)."""
+        bundle = self._bundle()
         if not bundle:
             return None
         group = ray.util.placement_group([bundle])
+        if not wait:
+            return group
         ready, _ = ray.wait([group.ready()], timeout=self.schedule_timeout)
         if not ready:
             ray.util.remove_placement_group(group)
@@ -398,50 +252,91 @@ class RayEngine(Engine):
                 f"{total.get('GPU', 0):g} GPU, {total.get('CPU', 0):g} CPU, some maybe taken); "
                 "ask for fewer GPUs per server (num_gpus / --ray-gpus 0 runs on CPUs) or "
                 "fewer servers")
-        self._groups.append(group)
         return group
 
     # -- actors -------------------------------------------------------------------------------
-    def _new_actor(self) -> int:
+    def _payload(self) -> Any:
+        """What an actor builds its model from: the spec, or the object-store copy."""
+        if isinstance(self.shipped, ModelSpec):
+            return self.shipped
         if self._model_ref is None:
-            shipped = copy.copy(self.target)
+            shipped = copy.copy(self.shipped)
             if hasattr(shipped, "_session"):
                 shipped._session = None     # the driver's default session stays here
             self._model_ref = ray.put(shipped)
-        # out of order: Ray 2.60 stalls an in-order actor for 30 s, then fails its queue, when a
-        # call is cancelled in transit (a gap in its sequence numbers; docs/ray-backend.md)
-        group, self._spare = self._spare or self._placement(), None
+        return self._model_ref
+
+    def _new_actor(self, replacement: bool = False) -> int:
+        """Start a server actor (it builds its model in its constructor); a replacement's
+        placement group is not waited for."""
+        payload = self._payload()
+        if replacement:
+            group = self._placement(wait=False)
+        else:
+            group, self._spare = self._spare or self._placement(), None
         placed: dict[str, Any] = {} if group is None else {
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 group, placement_group_bundle_index=0)}
+        # out of order: Ray 2.60 stalls an in-order actor for 30 s, then fails its queue, when a
+        # call is cancelled in transit (a gap in its sequence numbers; docs/ray-backend.md)
         actor = _RemoteServer.options(num_cpus=self.server_cpus, num_gpus=self.num_gpus,
                                       resources=self.server_resources, max_restarts=0,
                                       allow_out_of_order_execution=True,
                                       **placed).remote(
-            self._model_ref, self.server_device, self.segments, self.graphs,
-            self.server_threads)
+            payload, self.server_device, self.segments, self.graphs, self.server_threads)
         self.actors.append(actor)
-        return len(self.actors) - 1
+        index = len(self.actors) - 1
+        if group is not None:
+            self._groups[index] = group
+        return index
 
     def servers(self, sp_degree: int) -> Sequence[_ActorProxy]:  # type: ignore[override]
         """The first ``sp_degree`` server slots (an actor each, started on first use)."""
         while len(self.slots) < sp_degree:
-            self.slots.append(self._new_actor())
+            index = self._new_actor()
+            self.slots.append(index)
+            self.home.append(index)
         return [_ActorProxy(_ActorInbox(self.ray_outbox, s)) for s in range(sp_degree)]
 
     def actor_for(self, slot: int) -> Any:
         """The live actor serving ``slot``."""
         return self.actors[self.slots[slot]]
 
+    def live_actors(self) -> list[int]:
+        """The live actors serving server slots (indices in ``actors``, each once)."""
+        return [i for i in dict.fromkeys(self.slots) if i not in self.dead]
+
+    def replacement_budget(self) -> int:
+        """How many replacements this engine may start in all (``max_replacements``, by
+        default the number of server slots)."""
+        return len(self.slots) if self.max_replacements is None else self.max_replacements
+
     def lose_actor(self, dead: int, frozen_after: float | None = None) -> None:
         """Actor ``dead`` died (or froze: no answer for ``frozen_after`` seconds; it is
-        killed): move every slot it served to a live actor, or raise `ServerLostError`
-        (`ServerTimeoutError` when frozen) when none is left."""
+        killed). The slots it belonged to get a replacement while the budget lasts
+        (`replacement_budget`; it serves them from its first answer, `admit`); meanwhile every
+        slot it served moves to a live actor (to a replacement still building when none is
+        live), or `ServerLostError` (`ServerTimeoutError` when frozen) when none is left."""
+        if dead in self.dead:
+            return
         if frozen_after is not None:
             with contextlib.suppress(Exception):
                 ray.kill(self.actors[dead], no_restart=True)
         self.dead.add(dead)
-        live = [i for i in dict.fromkeys(self.slots) if i not in self.dead]
+        self.joining.pop(dead, None)
+        group = self._groups.pop(dead, None)
+        if group is not None:              # its resources, for the replacement
+            with contextlib.suppress(Exception):
+                ray.util.remove_placement_group(group)
+        orphans = [s for s, owner in enumerate(self.home) if owner == dead]
+        if orphans and self.replaced < self.replacement_budget():
+            self.replaced += 1
+            index = self._new_actor(replacement=True)
+            self.joining[index] = (self.actors[index].pid.remote(), time.monotonic())
+            for s in orphans:
+                self.home[s] = index
+        usable = [i for i in dict.fromkeys([*self.slots, *self.home]) if i not in self.dead]
+        live = [i for i in usable if i not in self.joining] or usable
         if not live:
             if frozen_after is not None:
                 raise ServerTimeoutError(
@@ -454,11 +349,44 @@ class RayEngine(Engine):
             if index == dead:
                 self.slots[s] = live[s % len(live)]
 
+    def admit(self, timeout: float = 0.0) -> None:
+        """Replacements that answered take back the slots they belong to; one that died while
+        building, or did not answer within ``start_timeout``, is lost (and replaced while the
+        budget lasts). Waits up to ``timeout`` seconds for a first answer."""
+        if not self.joining:
+            return
+        refs = {probe: index for index, (probe, _) in self.joining.items()}
+        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        for ref in done:
+            index = refs[ref]
+            try:
+                ray.get(ref, timeout=self.start_timeout)
+            except ray.exceptions.RayError:
+                self.lose_actor(index)
+                continue
+            del self.joining[index]
+            self.answered.add(index)
+            for s, owner in enumerate(self.home):
+                if owner == index:
+                    self.slots[s] = index
+        now = time.monotonic()
+        for index, (_, sent) in list(self.joining.items()):
+            if now - sent >= self.start_timeout:
+                self.lose_actor(index, frozen_after=self.start_timeout)
+
+    def recover(self, timeout: float | None = None) -> int:
+        """Wait for the replacements still building (up to ``timeout`` seconds, by default
+        ``start_timeout``) and let them take their slots; the number of live server actors."""
+        end = time.monotonic() + (self.start_timeout if timeout is None else timeout)
+        while self.joining and time.monotonic() < end:
+            self.admit(timeout=max(0.0, min(1.0, end - time.monotonic())))
+        return len(self.live_actors())
+
     def server_pids(self) -> list[int]:
         """The process ids of the live server actors (in slot order, each once), within
         ``start_timeout`` (an actor that never answered) or the per-task deadline, else
         `ServerTimeoutError`."""
-        live = [i for i in dict.fromkeys(self.slots) if i not in self.dead]
+        live = self.live_actors()
         timeout = (self.task_deadline() if self.answered.issuperset(live)
                    else self.start_timeout)
         try:
@@ -473,12 +401,13 @@ class RayEngine(Engine):
         """Kill the actors (and stop Ray if this engine started it)."""
         for actor in self.actors:
             ray.kill(actor)
-        for group in [*self._groups, *([self._spare] if self._spare is not None else [])]:
+        for group in [*self._groups.values(), *([self._spare] if self._spare else [])]:
             with contextlib.suppress(Exception):
                 ray.util.remove_placement_group(group)
-        self._groups, self._spare = [], None
-        self.actors, self.slots, self.dead = [], [], set()
+        self._groups, self._spare = {}, None
+        self.actors, self.slots, self.home, self.dead = [], [], [], set()
         self.answered.clear()
+        self.joining.clear()
         self.ray_outbox.calls.clear()
         self.ray_outbox.ready.clear()
         super().close()
@@ -496,14 +425,18 @@ class RayEngine(Engine):
         `ServerTimeoutError` when it passes. ``None``: no bound but the per-task deadlines.
 
         ``Run.stats`` adds ``lost_tasks``: calls whose actor died or froze during the run (each
-        sent again to a live actor when still wanted; none of them supplied a row), and
-        ``frozen_servers``: actors lost for missing the per-task deadline.
+        sent again to a live actor when still wanted; none of them supplied a row),
+        ``frozen_servers``: actors lost for missing the per-task deadline, and
+        ``replaced_servers``: replacement actors started during the run (see `lose_actor`;
+        one still building when the run ends joins later: `admit`, `recover`).
         """
         check_seconds("timeout", timeout)
         config = DSIConfig(lookahead, sp_degree, verify=verify, queue=queue)
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
         outbox = self.ray_outbox
         lost_before, frozen_before = outbox.lost_tasks, outbox.frozen_servers
+        replaced_before = self.replaced
+        self.admit()                                 # replacements built since the last run
         outbox.timeout = timeout
         outbox.deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -516,6 +449,7 @@ class RayEngine(Engine):
         stats = dict(run.stats)
         stats["lost_tasks"] = outbox.lost_tasks - lost_before
         stats["frozen_servers"] = outbox.frozen_servers - frozen_before
+        stats["replaced_servers"] = self.replaced - replaced_before
         return Run(run.tokens, run.time, run.trace, stats)
 
     def _warm_up(self, prompt: tuple[int, ...], sp_degree: int) -> None:
@@ -526,8 +460,7 @@ class RayEngine(Engine):
         live = [i for i in dict.fromkeys(self.slots[:sp_degree]) if i not in self.dead]
         began = time.monotonic()
         pending = {self.actors[i].rows.remote(prompt, 1): i for i in live}
-        ends = {ref: began + (self.task_deadline() if i in self.answered
-                              else self.start_timeout) for ref, i in pending.items()}
+        ends = {ref: began + self.actor_deadline(i) for ref, i in pending.items()}
         while pending:
             outbox.check_deadline()
             end = min([*ends.values(), *([outbox.deadline] if outbox.deadline else [])])

@@ -1,0 +1,163 @@
+"""Lost server actors are replaced (`RayEngine(max_replacements=)`, issue 26 item 3).
+
+An actor killed mid-run (`ray.kill`) or frozen (SIGSTOP, then killed at its deadline) is lost; a
+replacement is built from the target's spec while the run goes on with the live actors, and
+takes its slot back at its first answer: the run commits non-SI's tokens and, after it
+(`RayEngine.recover`), ``SP`` actors serve again. With ``max_replacements=0`` capacity only
+shrinks, as before; past the budget, the same. Every actor killed with budget left: the run
+waits for the replacements (they are built within ``start_timeout``) and ends with the
+reference tokens.
+
+Slow (each test starts fresh actors; the default run covers one replacement in
+tests/test_backend_ray.py). The module starts its own Ray (``num_cpus=2``) and stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+ray = pytest.importorskip("ray")
+
+from test_backend_exec_equivalence import PROMPT, N  # noqa: E402
+
+import dsi_ref as dr  # noqa: E402
+from dsi_ref.backends.ray import RayEngine, ServerLostError, connect  # noqa: E402
+from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+SP = 3
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    started = connect(num_cpus=2)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[TorchLM, TorchLM]:
+    return build_pair()
+
+
+@contextlib.contextmanager
+def _engine(pair: tuple[TorchLM, TorchLM], **options: Any) -> Iterator[RayEngine]:
+    engine = RayEngine(*pair, **options)
+    try:
+        engine.servers(SP)
+        engine.server_pids()                # every actor built
+        yield engine
+    finally:
+        engine.close()
+
+
+def _expected(target: TorchLM, seed: int) -> tuple[int, ...]:
+    return dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
+
+
+def _at_call(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
+             act: Any) -> None:
+    """Call ``act()`` just before the ``calls``-th actor call of the next run is sent."""
+    outbox = engine.ray_outbox
+    submit = outbox.submit
+    sent = [0]
+
+    def wrapped(slot: int, job: Any) -> None:
+        sent[0] += 1
+        if sent[0] == calls:
+            act()
+        submit(slot, job)
+
+    monkeypatch.setattr(outbox, "submit", wrapped)
+
+
+def _run_until_lost(engine: RayEngine, target: TorchLM, lost: int) -> dict[str, int]:
+    """Runs (exact_match) until ``lost`` actors were seen lost; every run commits non-SI's
+    tokens. The summed counters."""
+    totals = {"lost_tasks": 0, "frozen_servers": 0, "replaced_servers": 0}
+    for seed in range(3, 8):
+        run = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=SP,
+                         verify="exact_match")
+        assert run.tokens == _expected(target, seed)
+        for key in totals:
+            totals[key] += run.stats[key]
+        if len(engine.dead) >= lost:
+            break
+    assert len(engine.dead) == lost
+    return totals
+
+
+def test_a_killed_server_is_replaced(ray_local: None, pair: tuple[TorchLM, TorchLM],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = pair
+    with _engine(pair) as engine:
+        killed = engine.slots[1]
+        _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(1), no_restart=True))
+        totals = _run_until_lost(engine, target, 1)
+        assert totals["replaced_servers"] == 1 and engine.replaced == 1
+        assert engine.recover() == SP                    # capacity is back
+        assert killed not in engine.live_actors() and engine.slots[1] == engine.home[1]
+        monkeypatch.undo()
+        run = engine.dsi(PROMPT, N, dr.Sampler(9), lookahead=2, sp_degree=SP,
+                         verify="exact_match")
+        assert run.tokens == _expected(target, 9) and run.stats["lost_tasks"] == 0
+        assert len(engine.server_pids()) == SP
+
+
+def test_no_budget_no_replacement(ray_local: None, pair: tuple[TorchLM, TorchLM],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = pair
+    with _engine(pair, max_replacements=0) as engine:
+        _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(2), no_restart=True))
+        totals = _run_until_lost(engine, target, 1)
+        assert totals["replaced_servers"] == 0 and not engine.joining
+        assert engine.recover(timeout=1.0) == SP - 1     # capacity shrank, as before
+
+
+def test_every_server_killed_with_budget_left_recovers(
+        ray_local: None, pair: tuple[TorchLM, TorchLM],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = pair
+    with _engine(pair) as engine:
+
+        def kill_all() -> None:
+            for slot in range(SP):
+                ray.kill(engine.actor_for(slot), no_restart=True)
+
+        _at_call(engine, monkeypatch, 3, kill_all)
+        totals = _run_until_lost(engine, target, SP)    # waits for the replacements
+        assert totals["replaced_servers"] == SP and engine.replaced == SP
+        assert engine.recover() == SP
+        monkeypatch.undo()
+        # the budget (SP) is spent: a further loss is not replaced, and losing all is an error
+        _at_call(engine, monkeypatch, 3, kill_all)
+        with pytest.raises(ServerLostError, match="every target-server actor died"):
+            for seed in range(2):
+                engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=SP,
+                           verify="exact_match")
+        assert engine.replaced == SP and not engine.joining
+
+
+def test_a_frozen_server_is_replaced(ray_local: None, pair: tuple[TorchLM, TorchLM],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = pair
+    with _engine(pair, task_timeout_floor=1.0) as engine:
+        pids = engine.server_pids()
+        try:
+            _at_call(engine, monkeypatch, 4, lambda: os.kill(pids[0], signal.SIGSTOP))
+            totals = _run_until_lost(engine, target, 1)
+            assert totals["frozen_servers"] == 1 and totals["replaced_servers"] == 1
+            assert engine.recover() == SP
+            assert pids[0] not in engine.server_pids()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pids[0], signal.SIGCONT)
