@@ -206,3 +206,26 @@ def test_max_runs_bounds_the_work() -> None:
         dr.exact_distribution(program, max_runs=5)
     with pytest.raises(InvalidAuditError, match="max_runs"):
         dr.exact_distribution(program, max_runs=0)
+
+
+@SETTINGS
+@given(vocab=st.integers(2, 3), seeds=st.tuples(st.integers(0, 99), st.integers(0, 99)),
+       latency=latencies(), rule=st.sampled_from(("rejection", "exact_match", "greedy")),
+       lookahead=st.integers(1, 3), n=st.integers(1, 4), record=st.booleans())
+def test_si_drawing_drafts_only_when_needed_keeps_the_law(
+        vocab: int, seeds: tuple[int, int], latency: dr.Latency, rule: str, lookahead: int,
+        n: int, record: bool) -> None:
+    """Without EOS, a resuming SI run draws each draft only once the one before it is accepted
+    (`SIRun._verify_lazily`); on context-dependent (bigram) models, where each draft's row
+    depends on the drafts before it, the law of the whole run is the plain enumeration's."""
+    target = dr.TableLM.random(vocab, 1, seed=seeds[0], name="target")
+    drafter = dr.TableLM.random(vocab, 1, seed=seeds[1], name="drafter")
+
+    def program(rng: Any) -> Any:
+        run = dr.speculative(target, drafter, (), n, rng, lookahead=lookahead, verify=rule,
+                             latency=latency, record=record)
+        return run.tokens, run.time, run.trace, tuple(sorted(run.stats.items()))
+
+    merged = dr.exact_distribution(program)
+    assert merged == dr.exact_distribution(program, merge=False)
+    assert merged == dr.exact_distribution(program, keyed=False)

@@ -58,6 +58,7 @@ values change neither a choice nor a global state, only the returned value. Draw
 
 from __future__ import annotations
 
+import gc
 import numbers
 import sys
 from collections.abc import Callable, Hashable, Iterator
@@ -150,6 +151,20 @@ def _recursion_room() -> Iterator[None]:
         sys.setrecursionlimit(old_limit)
 
 
+@contextmanager
+def _fewer_full_collections() -> Iterator[None]:
+    """Full garbage collections put off while the engine explores: its memo only grows, and
+    every full collection walks all of it again (about 8 % of an exact DSI law). Young
+    collections still run, which free the short-lived cycles of each run; the thresholds are
+    back when the exploration ends."""
+    young, middle, old = gc.get_threshold()
+    gc.set_threshold(young, middle, max(old, 1_000_000))
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, middle, old)
+
+
 def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = True,
               max_paths: int = DEFAULT_MAX_PATHS, max_choices: int = DEFAULT_MAX_CHOICES,
               witness: str = "first", scheduler: SchedulerPolicy | None = None,
@@ -180,7 +195,7 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
                           mininterval=0.5)
         engine.next_report = engine.progress_every
     before = _global_states()
-    with _recursion_room():
+    with _recursion_room(), _fewer_full_collections():
         try:
             with _Guard(engine, _targets()):
                 try:

@@ -156,8 +156,9 @@ class SIRun:
     # -- the steps of one iteration ------------------------------------------------------------
     def window(self) -> int:
         """How many tokens to draft this iteration: ``min(k, remaining − 1)``, which leaves room
-        for the bonus token (0 without a drafter)."""
-        return min(self.lookahead, self.n - len(self.tokens) - 1)
+        for the bonus token (0 without a drafter); ``remaining`` counts from ``start``, the
+        iteration's first position, so it stays the same while the iteration commits."""
+        return min(self.lookahead, self.n - self.start - 1)
 
     def draft(self) -> None:
         """The drafter's forwards: ``x_j ~ q(· | prefix, x_<j)`` for ``j < window()``; nothing is
@@ -342,7 +343,14 @@ class SIRun:
             self.context = tuple(self.tokens)
             self.drafts, self.draft_rows = [], []
             self.target_rows = ()
-            phase, j = "draft", 0
+            if self.eos is None and not is_window_rule(self.rule):
+                self._forwards_ahead()
+                phase, j = "lazy", 0
+            else:
+                phase, j = "draft", 0
+        if phase in ("lazy", "decide"):
+            self._verify_lazily(phase, j)
+            return
         if phase == "draft":
             window = self.window()
             while j < window:
@@ -377,6 +385,50 @@ class SIRun:
             if not accepted:
                 self._phase = ("start", 0)
                 return
+        self._resume_point("bonus", 0)
+        self.bonus()
+        self._phase = ("start", 0)
+
+    def _forwards_ahead(self) -> None:
+        """The forwards of an iteration (`draft` and `score`), on the clock and the trace, before
+        any draft is drawn: without EOS a window always holds ``window()`` drafts, so that what
+        `draft` and `score` record does not depend on the drafts' values."""
+        window = self.window()
+        for j in range(window):
+            self.rec.forward("drafter", "draft", (self.start + j,), self.rng)
+        self.stats["drafts"] += window
+        self.stats["drafter_forwards"] += window
+        self.rec.forward("target", "verify" if window else "forward",
+                         tuple(range(self.start, self.start + window + 1)), self.rng)
+        self.stats["target_forwards"] += 1
+
+    def _verify_lazily(self, phase: str, j: int) -> None:
+        """The rest of an iteration whose forwards are on the clock (`_forwards_ahead`), from
+        draft ``j`` on: each draft is drawn only when the decision of the one before it accepted
+        it (phase ``"lazy"``: before draft ``j``; ``"decide"``: before its decision). A token
+        rule decides position ``j`` from ``p``, ``q`` and ``x_j`` alone, and no EOS can cut the
+        window short, so a draft after a rejection changes nothing of the run: drawing it or
+        not gives the same law of the whole run (tokens, clock, trace, counters), and the
+        engine explores ``k`` draws fewer at each rejection. The rows are those `draft` and
+        `score` read (``q`` and ``p`` after the committed tokens and ``x_<j``)."""
+        window = self.window()
+        while j < window:
+            if phase == "lazy":
+                self._resume_point("lazy", j)
+                context = self.context
+                row = self.model_rows("drafter", context, 1)[0]
+                self.drafts.append(self.rule.draft(row, self.rng, context))
+                self.draft_rows.append(row)
+                self.target_rows = (*self.target_rows, self.model_rows("target", context, 1)[0])
+                self.context = context + (self.drafts[j],)
+            self._resume_point("decide", j)
+            phase = "lazy"
+            decision = self.commit(self.target_rows[j], j)
+            j += 1
+            if not decision.accepted:
+                self._phase = ("start", 0)
+                return
+        self.target_rows = (*self.target_rows, self.model_rows("target", self.context, 1)[0])
         self._resume_point("bonus", 0)
         self.bonus()
         self._phase = ("start", 0)
