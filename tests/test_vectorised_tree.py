@@ -128,7 +128,8 @@ def test_every_rule_decides_like_the_reference_at_the_engines_vocabulary() -> No
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(row=st.lists(_ENTRY, min_size=1, max_size=12), k=st.integers(1, 14))
+@given(row=st.lists(_ENTRY | st.just(float("nan")), min_size=1, max_size=12),
+       k=st.integers(1, 14))
 def test_top_k_on_a_float64_row_is_the_references(row: list[float], k: int) -> None:
     assert top_k_index(np.array(row), k) == top_k(row, k)
 

@@ -4,7 +4,7 @@
 arithmetic runs on float64 numpy rows. The rules' steps (which child is tested how, which row is
 updated to what, which key each draw takes) are the reference's own: every step of a
 `TreeRule` reads and builds rows only through its row-arithmetic methods (`TreeRule.law`,
-``mass``, ``excess``, ``without``, ``copy``, ``draw``, ``best``, ``most_likely``), and the
+``mass``, ``excess``, ``without``, ``as_row``, ``draw``, ``best``, ``most_likely``), and the
 classes here override those methods only. Each override computes the same float64 numbers as
 the reference's pure-Python one on the same rows:
 
@@ -66,21 +66,27 @@ def _as_row(array: np.ndarray) -> Row:
 def top_k_index(weights: np.ndarray, k: int) -> list[int]:
     """`dsi_ref.decoders.tree.top_k` of a float64 row: the ``k`` largest entries ``> 0``, largest
     first, ties to the lowest id."""
-    positive = np.flatnonzero(weights > 0)
-    if len(positive) > k:                     # keep the entries >= the k-th largest value
-        kth = np.partition(weights[positive], len(positive) - k)[len(positive) - k]
-        positive = positive[weights[positive] >= kth]
-    order = np.lexsort((positive, -weights[positive]))    # by −w, then by id
-    return [int(t) for t in positive[order[:k]]]
+    n = len(weights)
+    kth = 0.0
+    if 0 < k < n:
+        top = np.partition(weights, n - k)[n - k:]          # the k largest, NaN counted largest
+        if not np.isnan(top).any():
+            kth = float(top.min())
+    # the k largest entries are the k largest of those >= the k-th largest (ties with it
+    # included); when that is not known to be > 0, every entry > 0 is a candidate
+    chosen = np.flatnonzero(weights >= kth if kth > 0 else weights > 0)
+    order = np.lexsort((chosen, -weights[chosen]))          # by −w, then by id
+    return [int(t) for t in chosen[order[:k]]]
 
 
 class _NumpyRows(TreeRule):
     """The row arithmetic of `TreeRule` on float64 numpy rows (see the module docstring)."""
 
-    def law(self, weights: Row) -> Row:
-        """``w / Σ w`` (sequential sum); `NumericalError` when nothing is left."""
+    def law(self, weights: Row, mass: Number | None = None) -> Row:
+        """``w / Σ w`` (the sequential sum, or ``mass`` when given: `mass`'s value);
+        `NumericalError` when nothing is left."""
         array = _floats(weights)
-        total = sequential_sum(array)
+        total = sequential_sum(array) if mass is None else float(mass)
         if not total > 0:
             raise NumericalError(f"a tree rule's distribution has no mass left (sum {total!r} "
                                  f"of {len(array)} weights; float rounding in p or q)")
@@ -100,19 +106,20 @@ class _NumpyRows(TreeRule):
         out[token] = 0.0
         return _as_row(out)
 
-    def copy(self, weights: Row) -> Row:
-        """A float64 copy."""
-        return _as_row(np.array(weights, dtype=np.float64))
+    def as_row(self, weights: Row) -> Row:
+        """The float64 array itself (no step writes into a row)."""
+        return _as_row(_floats(weights))
 
     def draw(self, weights: Row, rng: Randomness, key: tuple[str, int, tuple[int, ...]]) -> int:
         """`Sampler.categorical`'s token (`dsi_ref.backends.vectorised.categorical`); weights
         that are not finite and ``>= 0`` are an `InvalidParameterError`, as for
         ``rng.categorical``."""
         array = _floats(weights)
-        if not (array >= 0).all() or not np.isfinite(array).all():
+        low, high = float(array.min()), float(array.max())   # NaN: both NaN
+        if not (low >= 0 and high < np.inf):
             raise InvalidParameterError(f"categorical weights must be finite numbers >= 0 "
                                         f"(key {key!r})")
-        if not array.any():
+        if not high > 0:
             raise InvalidParameterError(f"categorical weights must have a positive sum (key "
                                         f"{key!r})")
         return categorical(array, rng, key, nonnegative=True)

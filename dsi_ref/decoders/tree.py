@@ -154,8 +154,9 @@ class TreeRule:
 
     # -- row arithmetic: every step below reads and builds rows through these, and only these
     # (`dsi_ref.backends.vectorised_tree` overrides them with numpy on float64 rows) ----------
-    def law(self, weights: Row) -> Row:
-        """The law a row of weights stands for: `normalise` (a new row)."""
+    def law(self, weights: Row, mass: Number | None = None) -> Row:
+        """The law a row of weights stands for: `normalise` (a new row). ``mass``: ``Σ weights``
+        (`mass`) when the caller has it, so that a faster row arithmetic need not sum again."""
         return normalise(weights)
 
     def mass(self, weights: Row) -> Number:
@@ -173,8 +174,8 @@ class TreeRule:
         out[token] = 0 * out[token]
         return out
 
-    def copy(self, weights: Row) -> Row:
-        """``weights`` as a row of its own (a copy: no later step changes the caller's row)."""
+    def as_row(self, weights: Row) -> Row:
+        """``weights`` as the rule's own row, unchanged (a list copy; no step writes into it)."""
         return list(weights)
 
     def draw(self, weights: Row, rng: Randomness, key: tuple[str, int, tuple[int, ...]]) -> int:
@@ -271,9 +272,10 @@ class RecursiveRejectionWithoutReplacement(TreeRule):
         out: list[tuple[int, Row]] = []
         left = draft_probs
         for j in range(k):
-            if not self.mass(left) > 0:
+            mass = self.mass(left)
+            if not mass > 0:
                 break
-            proposal = self.law(left)
+            proposal = self.law(left, mass)
             x = self.draw(proposal, rng, (role("draft", j), len(context), context))
             out.append((x, proposal))
             left = self.without(left, x)
@@ -319,7 +321,7 @@ class GreedyTree(EagleTopK):
     def start(self, target_probs: Row) -> Row:
         """``p`` as it is: no division that could round two entries into a tie, so that
         ``argmax`` is the target's greedy choice."""
-        return self.copy(target_probs)
+        return self.as_row(target_probs)
 
     def accept(self, target: Sequence[Number], proposal: Row, token: int, sibling: int,
                rng: Randomness, context: tuple[int, ...]) -> bool:
@@ -328,7 +330,7 @@ class GreedyTree(EagleTopK):
 
     def update(self, target: Sequence[Number], proposal: Row, token: int) -> Row:
         """Nothing changes: the next child is compared with the same ``argmax p``."""
-        return self.copy(target)
+        return self.as_row(target)
 
     def residual(self, target: Sequence[Number], rng: Randomness,
                  context: tuple[int, ...]) -> int:
@@ -380,7 +382,7 @@ class Traversal(RecursiveRejectionWithoutReplacement):
         r = self.mass(weights)
         if not r > 0:  # P accepts nothing more (α(P) = 0): B_P is never drawn from again
             return 0 * r, weights
-        return stop_weight(alpha, r), self.law(weights)
+        return stop_weight(alpha, r), self.law(weights, r)
 
     def accept_node(self, alpha: Number, node: TreeNode, rng: Randomness) -> bool:
         """Accept the path ending at ``node`` (a leaf now) with probability ``α(node)``."""
