@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from ..base.errors import BackendError
 from ..base.validate import check_int
+from .model_spec import ModelSpec
 
 if TYPE_CHECKING:
     from .torch_session import Session
@@ -238,10 +239,17 @@ class Transformer(torch.nn.Module):
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache, *,
                 hidden: torch.Tensor | None = None,
-                layers: tuple[int, int] | None = None) -> torch.Tensor:
+                layers: tuple[int, int] | None = None,
+                slots: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [B, L, V] (float32, or float64 for a float64 model) for ``tokens`` [B, L] at
         absolute ``positions`` [L] (or [B, L]: each row at its own positions); writes their
         keys/values into ``cache`` at those positions.
+
+        A token tree (``positions`` [L] only): ``slots`` [L] are the cache slots the keys/values
+        go to instead of ``positions`` (which still give RoPE: a node's depth), and ``mask``
+        [L, capacity] (bool) says which cache slots each query attends to instead of the causal
+        ``slot <= position`` (`dsi_ref.backends.torch_session.Session.tree_rows`).
 
         With ``layers=(l0, l1)`` only those blocks run: the input is ``hidden`` (the residual
         stream [B, L, d_model] after block ``l0 - 1``; the embedding when ``l0 == 0``) and the
@@ -255,6 +263,8 @@ class Transformer(torch.nn.Module):
         if x is None:
             raise BackendError(f"forward from block {l0} needs the hidden state (hidden=)")
         per_row = positions.dim() == 2      # [B, L]: each row at its own positions
+        if per_row and (slots is not None or mask is not None):
+            raise BackendError("slots= and mask= take positions [L], not [B, L]")
         if per_row:
             cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
             mask = (self.key_positions[None, None, :]
@@ -262,7 +272,9 @@ class Transformer(torch.nn.Module):
             index = positions[:, None, :, None].expand(b, c.n_heads, length, c.head_dim)
         else:
             cos, sin = self.cos[positions], self.sin[positions]
-            mask = self.key_positions[None, :] <= positions[:, None]        # [L, capacity]
+            if mask is None:
+                mask = self.key_positions[None, :] <= positions[:, None]    # [L, capacity]
+        where = positions if slots is None else slots
         for i in range(l0, l1):
             h = _rms_norm(x, self.norm1[i])
             q, k, v = F.linear(h, self.wqkv[i]).view(b, length, 3, c.n_heads, c.head_dim) \
@@ -272,8 +284,8 @@ class Transformer(torch.nn.Module):
                 cache.keys[i].scatter_(2, index, k)
                 cache.values[i].scatter_(2, index, v)
             else:
-                cache.keys[i].index_copy_(2, positions, k)
-                cache.values[i].index_copy_(2, positions, v)
+                cache.keys[i].index_copy_(2, where, k)
+                cache.values[i].index_copy_(2, where, v)
             attn = F.scaled_dot_product_attention(q, cache.keys[i], cache.values[i],
                                                   attn_mask=mask)            # [B, H, L, D]
             x = x + F.linear(attn.transpose(1, 2).reshape(b, length, c.d_model), self.wo[i])
@@ -363,6 +375,7 @@ class TorchLM:
                 raise BackendError(f"{name}={token} is not a token id of a vocabulary of size "
                                    f"{config.vocab_size}")
         self.config = config
+        self.seed, self._drawn_on = seed, str(device)
         self.name = f"{config.name}(seed={seed})"
         self.eos = eos
         self.bos = bos
@@ -393,6 +406,16 @@ class TorchLM:
 
         return Session(self, graphs=self._graphs if graphs is None else graphs,
                        priority=priority, segments=segments)
+
+    def spec(self) -> ModelSpec:
+        """What builds these weights again, in another process (`ModelSpec`): the config (by
+        its preset name when it is one), seed, dtype, special tokens, and the device the
+        weights were drawn on (a replica's spec names its original's)."""
+        preset: str | ModelConfig = self.config.name \
+            if PRESETS.get(self.config.name) == self.config else self.config
+        dtype = next(name for name, value in DTYPES.items() if value == self.dtype)
+        return ModelSpec(preset=preset, seed=self.seed, dtype=dtype, device=self._drawn_on,
+                         eos=self.eos, bos=self.bos)
 
     def replica(self, device: str | torch.device) -> TorchLM:
         """The same model with a copy of these weights on ``device`` (weights drawn on one

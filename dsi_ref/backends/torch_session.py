@@ -154,12 +154,16 @@ class Session(_DeviceSession):
         self.model = lm.model
         self.cache = self.model.new_cache(1)
         self.tokens: list[int] = []   # BOS + tokens whose keys/values are valid in the cache
+        # a token tree laid out after them (`tree_rows`): (parent, token) of node i, at cache
+        # slot len(tokens) + i; parent -1 is the last of ``tokens``
+        self.tree: list[tuple[int, int]] = []
         self._init_device(graphs, segments, priority)
         self.preempted = 0
 
     def reset(self) -> None:
         """Forget the cached tokens (the next call recomputes from the start)."""
         self.tokens = []
+        self.tree = []
 
     def rows(self, context: Sequence[int], count: int = 1) -> np.ndarray:
         """Next-token distributions [count, V] (float64) after the last ``count`` prefixes of
@@ -180,6 +184,7 @@ class Session(_DeviceSession):
         seq = self._check(context, count)
         if self.graphs and not self._captured:
             self.capture()
+        self._adopt(seq)
         n = 0
         limit = min(len(seq), len(self.tokens))
         while n < limit and seq[n] == self.tokens[n]:
@@ -200,6 +205,119 @@ class Session(_DeviceSession):
         assert self.stream is not None
         self.stream.synchronize()
         return host.numpy()
+
+    def tree_rows(self, context: Sequence[int], parents: Sequence[int], tokens: Sequence[int],
+                  count: int | None = None) -> np.ndarray:
+        """Next-token rows (float64) of a token tree after ``context``, in one forward: the row
+        after ``context`` (the root), then the row after each node's path, for the last
+        ``count`` of these ``len(tokens) + 1`` (default: all).
+
+        Node ``i`` is ``tokens[i]`` after node ``parents[i]`` (``-1``: the root; else an
+        earlier node, ``parents[i] < i``). The nodes are laid out after ``context`` in the
+        cache, node ``i`` at slot ``len(context) + 1 + i`` (BOS first), at the position of its
+        depth, and attend to ``context`` and to their ancestors only (a tree attention mask).
+        The tree held from the previous call is reused when ``context`` is the same and its
+        nodes are the first of ``parents``/``tokens`` (drafting a tree level by level costs one
+        forward over each level). A later call (`rows` or `tree_rows`) whose context follows a
+        path of the held tree moves that path's keys/values to the contiguous slots (compaction)
+        and drops the rest. Eager (no CUDA graph), not preemptible.
+        """
+        nodes = len(tokens)
+        count = nodes + 1 if count is None else count
+        seq = self._check(context, 1)
+        if len(parents) != nodes or not all(isinstance(p, int) and -1 <= p < i
+                                            for i, p in enumerate(parents)):
+            raise BackendError(f"parents must give each of the {nodes} nodes an earlier node or "
+                               f"-1 (the root), got {list(parents)!r}")
+        if not 1 <= count <= nodes + 1:
+            raise BackendError(f"count must lie in 1..{nodes + 1} for a tree of {nodes} nodes, "
+                               f"got {count}")
+        depth: list[int] = []
+        for p in parents:
+            depth.append(1 if p < 0 else depth[p] + 1)
+        base = len(seq)
+        if base + nodes > self.cache.capacity or base + max(depth, default=0) > \
+                self.model.config.max_seq_len:
+            raise BackendError(f"{self.lm.name}: a tree of {nodes} nodes after {base} tokens "
+                               f"exceeds max_seq_len={self.model.config.max_seq_len}")
+        if self.graphs and not self._captured:
+            self.capture()
+        if seq != self.tokens:
+            self._adopt(seq)
+        wanted = list(zip(parents, tokens, strict=True))
+        held = 0
+        if seq == self.tokens:
+            while held < min(nodes, len(self.tree)) and self.tree[held] == wanted[held]:
+                held += 1
+        n = 0
+        limit = min(len(seq), len(self.tokens))
+        while n < limit and seq[n] == self.tokens[n]:
+            n += 1
+        first = nodes + 1 - count                  # the first row wanted (0: the root's)
+        start = min(n, base - 1) if first == 0 else n
+        t0 = 0 if n < base else min(held, max(first - 1, 0))   # the tree nodes to compute
+        out = self._tree_forward(seq, start, parents, tokens, depth, t0)
+        self.tokens, self.tree = seq, wanted
+        self.forwards += 1
+        probs = torch.softmax(out[-count:].double(), dim=-1)
+        return probs.cpu().numpy()
+
+    def _tree_forward(self, seq: list[int], start: int, parents: Sequence[int],
+                      tokens: Sequence[int], depth: list[int], t0: int) -> torch.Tensor:
+        """Logits of ``seq[start:]`` (causal) then of tree nodes ``t0..`` (tree mask)."""
+        device = self.model.embed.device
+        base = len(seq)
+        ancestors: list[set[int]] = []
+        for i, p in enumerate(parents):
+            ancestors.append((ancestors[p] if p >= 0 else set()) | {i})
+        capacity = self.cache.capacity
+        key = torch.arange(capacity, device=device)
+        linear = torch.arange(start, base, device=device)
+        rows = [key[None, :] <= linear[:, None]]                        # [base - start, cap]
+        tree = torch.zeros(len(tokens) - t0, capacity, dtype=torch.bool, device=device)
+        tree[:, :base] = True
+        for i in range(t0, len(tokens)):
+            tree[i - t0, [base + j for j in ancestors[i]]] = True
+        rows.append(tree)
+        mask = torch.cat(rows)
+        slots = torch.cat([linear, torch.arange(base + t0, base + len(tokens), device=device)])
+        positions = torch.cat([linear, torch.tensor([base - 1 + d for d in depth[t0:]],
+                                                    dtype=torch.long, device=device)])
+        t = torch.tensor([seq[start:] + list(tokens[t0:])], dtype=torch.long, device=device)
+        with self._on_stream(), torch.inference_mode():
+            logits: torch.Tensor = self.model(t, positions, self.cache, slots=slots,
+                                              mask=mask)[0]
+        if self.stream is not None:
+            self.stream.synchronize()
+        return logits
+
+    def _adopt(self, seq: list[int]) -> None:
+        """Compaction: when ``seq`` follows the held tokens into the held tree, move the keys/
+        values of the longest tree path it follows to the slots after the held tokens and hold
+        them as tokens; drop the tree either way."""
+        if not self.tree:
+            return
+        base = len(self.tokens)
+        slots: list[int] = []
+        if seq[:base] == self.tokens:
+            parent = -1
+            for token in seq[base:]:
+                child = next((i for i, node in enumerate(self.tree) if node == (parent, token)),
+                             None)
+                if child is None:
+                    break
+                slots.append(base + child)
+                parent = child
+        self.tree = []
+        if not slots:
+            return
+        device = self.model.embed.device
+        src = torch.tensor(slots, device=device)
+        dst = torch.arange(base, base + len(slots), device=device)
+        with self._on_stream(), torch.inference_mode():
+            for cache in (self.cache.keys, self.cache.values):   # gathered first: overlap-safe
+                cache[:, :, :, dst] = cache[:, :, :, src]
+        self.tokens = seq[:base + len(slots)]
 
     def _check(self, context: Sequence[int], count: int) -> list[int]:
         seq = [self.lm.bos, *context]
@@ -230,6 +348,7 @@ class Session(_DeviceSession):
                                                  self._pool, len(self.segments))
                 length *= 2
         self.tokens = []
+        self.tree = []
 
     def _forward(self, tokens: list[int], start: int,
                  cancelled: Callable[[], bool] | None) -> torch.Tensor | None:

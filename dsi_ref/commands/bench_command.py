@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import InvalidParameterError
+from ..decoders.tree import TREE_VERIFY_RULES
 from ..decoders.verification import VERIFY_RULES
 from .args import check_output, nonnegative_int, positive_int
 
@@ -83,6 +84,13 @@ def _bench(args: argparse.Namespace) -> int:
     for path in (args.json, args.table_row):   # outputs first: never fail after the run
         if path is not None:
             check_output(path)
+    if args.tree:
+        from .bench_tree import check_tree_args
+
+        check_tree_args(args)
+    elif args.verify not in VERIFY_RULES:
+        raise InvalidParameterError(f"--verify {args.verify} is a tree rule: pass --tree too "
+                                    f"(without it, one of {', '.join(VERIFY_RULES)})")
     try:
         from ..backends.torch_model import PRESETS
     except ImportError as error:
@@ -99,6 +107,10 @@ def _bench(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     canonical_device(device)   # a CUDA device this machine lacks is a BackendError, now
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
+    if args.tree:                       # the tree's nodes sit after the prefix in the cache
+        from .bench_tree import tree_nodes
+
+        max_seq += tree_nodes(args.tree)
     models: list[Any] = []
     for name, seed in ((args.target, args.seed), (args.drafter, args.seed + 1)):
         if Path(name).is_dir():          # a local Hugging Face checkpoint directory
@@ -130,6 +142,10 @@ def _bench(args: argparse.Namespace) -> int:
                         frontier_yields=args.frontier_yields, batched=args.batched,
                         server_devices=args.server_devices)
     try:
+        if args.tree:
+            from .bench_tree import tree_bench
+
+            return tree_bench(engine, prompts, args)
         return _measure_and_run(engine, target, drafter, prompts, where, args)
     finally:
         engine.close()
@@ -354,10 +370,17 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--new-tokens", type=positive_int, default=128)
     p.add_argument("--prompts", type=positive_int, default=5)
     p.add_argument("--prompt-len", type=positive_int, default=64)
-    p.add_argument("--verify", default="greedy", choices=VERIFY_RULES,
+    p.add_argument("--verify", default="greedy",
+                   choices=(*VERIFY_RULES, *(r for r in TREE_VERIFY_RULES
+                                             if r not in VERIFY_RULES)),
                    help="the verification rule of SI and DSI (every rule the engine runs); the "
                    "prediction uses the measured token acceptance (greedy: the greedy one), "
-                   "which is block verification's lower bound")
+                   "which is block verification's lower bound. With --tree: a tree rule")
+    p.add_argument("--tree", type=_csv_ints, metavar="W,W,...",
+                   help="tree speculation instead: children per node at each depth (e.g. 2,2,1; "
+                   "EAGLE-like), run against the chain of the same depth and non-SI, reporting "
+                   "tokens per target forward (dsi_ref.commands.bench_tree); --verify a tree "
+                   "rule (rrs, rrs_without_replacement, eagle_topk, traversal, greedy)")
     p.add_argument("--segments", type=positive_int, default=4,
                    help="layer segments per target-server forward (preemption points; 1: none)")
     p.add_argument("--frontier-yields", action="store_true",
