@@ -9,14 +9,17 @@ classes here override those methods only. Each override computes the same float6
 the reference's pure-Python one on the same rows:
 
 * ``law``: ``w / Σ w`` with the sequential sum (``np.cumsum``, left to right as the reference's
-  ``sum(w, Fraction(0))``), then one IEEE division per entry: bit for bit the reference's law;
+  ``sum(w, Fraction(0))``), then one IEEE division per entry: bit for bit the reference's law.
+  On long valid rows it is computed when first read (`_Law`): a sequential sum of 32 000 entries
+  costs about 0.1 ms, and the i.i.d. rule makes a law at every drafted node but reads the laws
+  only along the path verification takes;
 * ``mass``: the same sequential sum (its value feeds Traversal's ``α``, not only a sign test);
 * ``excess``: `dsi_ref.backends.vectorised.weighted_residual`, entry for entry the reference's
   ``(w · p − q)+``;
 * ``draw``: `dsi_ref.backends.vectorised.categorical` at the same keyed uniform: the index of
   `Sampler.categorical` (certified search, see that module);
-* ``best`` and ``most_likely``: ``np.argmax`` (first maximum) and a partial sort with ties to the
-  lowest id, the reference's tie rule.
+* ``best`` and ``most_likely``: ``np.argmax`` (the first maximum) and `top_k_index` (candidates
+  from block maxima, then a sort by value and id), the reference's tie rule.
 
 Scalars read from a row are ``np.float64``: the same IEEE numbers in the inherited scalar steps
 (``min(1, p'(x)/q(x))``, ``α``). One edge differs: a drafted token whose normalised proposal
@@ -45,11 +48,14 @@ from ..decoders.tree import (
     as_tree_rule,
 )
 from ..decoders.verification import argmax
-from .vectorised import categorical, sequential_sum, weighted_residual
+from .vectorised import BLOCK, categorical, sequential_sum, weighted_residual
 
 __all__ = ["top_k_index", "vectorised_tree_rule"]
 
 Row = Sequence[Number]
+
+#: Rows from this length on get their law when first read (`_Law`); shorter rows at once.
+_LAZY = 512
 
 
 def _floats(weights: Row) -> np.ndarray:
@@ -66,17 +72,63 @@ def _as_row(array: np.ndarray) -> Row:
 def top_k_index(weights: np.ndarray, k: int) -> list[int]:
     """`dsi_ref.decoders.tree.top_k` of a float64 row: the ``k`` largest entries ``> 0``, largest
     first, ties to the lowest id."""
-    n = len(weights)
-    kth = 0.0
-    if 0 < k < n:
-        top = np.partition(weights, n - k)[n - k:]          # the k largest, NaN counted largest
-        if not np.isnan(top).any():
-            kth = float(top.min())
-    # the k largest entries are the k largest of those >= the k-th largest (ties with it
-    # included); when that is not known to be > 0, every entry > 0 is a candidate
-    chosen = np.flatnonzero(weights >= kth if kth > 0 else weights > 0)
+    if k == 1:
+        first = int(np.argmax(weights))          # the first maximum; the first NaN if any
+        if weights[first] > 0:
+            return [first]
+    chosen = _candidates(weights, k)
     order = np.lexsort((chosen, -weights[chosen]))          # by −w, then by id
     return [int(t) for t in chosen[order[:k]]]
+
+
+def _candidates(weights: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the entries ``> 0`` that are ``>= t`` for some ``t`` at most the ``k``-th
+    largest entry: every entry of the top ``k``, its ties included. ``t`` is the ``k``-th largest
+    of the maxima of blocks of `BLOCK` entries (``k`` distinct entries are ``>= t``), else of the
+    row; every entry ``> 0`` when no such ``t > 0`` is known (NaN among the largest: none)."""
+    n = len(weights)
+    blocks = n // BLOCK
+    if 0 < k <= blocks:
+        maxima = weights[:blocks * BLOCK].reshape(blocks, BLOCK).max(axis=1)
+        top = np.partition(maxima, blocks - k)[blocks - k:]
+        if not np.isnan(top).any() and top.min() > 0:
+            chosen = np.flatnonzero(weights >= top.min())
+            if len(chosen) <= 4 * BLOCK:
+                return chosen
+    if 0 < k < n:
+        top = np.partition(weights, n - k)[n - k:]          # the k largest, NaN counted largest
+        if not np.isnan(top).any() and top.min() > 0:
+            return np.flatnonzero(weights >= top.min())
+    return np.flatnonzero(weights > 0)
+
+
+class _Law:
+    """``w / Σ w`` (sequential sum) of a row of finite weights ``>= 0``, one of them ``> 0``,
+    computed when a step first reads it (an index, or the array). A node's proposal law is made
+    when its children are drafted but read only if verification tests them, which it does along
+    one path of the tree; the row's check (`_NumpyRows.law`) already ruled out the
+    `NumericalError` the reference would raise when making it."""
+
+    __slots__ = ("_law", "_weights")
+
+    def __init__(self, weights: np.ndarray) -> None:
+        self._weights = weights
+        self._law: np.ndarray | None = None
+
+    def array(self) -> np.ndarray:
+        """The law, computed on the first call."""
+        if self._law is None:
+            self._law = self._weights / sequential_sum(self._weights)
+        return self._law
+
+    def __array__(self, dtype: object = None, copy: bool | None = None) -> np.ndarray:
+        return self.array() if dtype is None else self.array().astype(dtype, copy=False)
+
+    def __getitem__(self, token: int) -> float:
+        return float(self.array()[token])
+
+    def __len__(self) -> int:
+        return len(self._weights)
 
 
 class _NumpyRows(TreeRule):
@@ -84,8 +136,14 @@ class _NumpyRows(TreeRule):
 
     def law(self, weights: Row, mass: Number | None = None) -> Row:
         """``w / Σ w`` (the sequential sum, or ``mass`` when given: `mass`'s value);
-        `NumericalError` when nothing is left."""
+        `NumericalError` when nothing is left. Without ``mass``, the law of a row of finite
+        weights ``>= 0`` with one ``> 0`` (whose sum is ``> 0`` in any order) is a `_Law`,
+        computed when first read."""
         array = _floats(weights)
+        if mass is None and len(array) >= _LAZY:
+            low, high = float(array.min()), float(array.max())
+            if low >= 0 and 0 < high < np.inf:
+                return cast(Row, _Law(array))
         total = sequential_sum(array) if mass is None else float(mass)
         if not total > 0:
             raise NumericalError(f"a tree rule's distribution has no mass left (sum {total!r} "
