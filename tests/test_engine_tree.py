@@ -33,6 +33,7 @@ from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
 from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_session import Session  # noqa: E402
 from dsi_ref.base.errors import BackendError, InvalidParameterError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 from dsi_ref.decoders.tree import TREE_VERIFY_RULES, tree_speculative  # noqa: E402
@@ -175,9 +176,15 @@ def test_engine_tree_needs_torch_sessions_and_a_valid_tree(engine: Engine) -> No
 def test_a_speculative_run_after_a_tree_run_is_unchanged(pair: tuple[TorchLM, TorchLM],
                                                          engine: Engine) -> None:
     target, drafter = pair
-    engine.tree_speculative(PROMPT, 5, dr.Sampler(2), tree=(2, 2))   # leaves trees in caches
-    ref = dr.speculative(target, drafter, PROMPT + (5,), 5, dr.Sampler(0), lookahead=2)
-    real = engine.speculative(PROMPT + (5,), 5, dr.Sampler(0), lookahead=2)
+    context = PROMPT + (5,)
+    vocab = range(target.vocab_size)   # every token at depth 1, each with one child: the
+    parents = [*(-1 for _ in vocab), *vocab]          # run's first tokens follow a held path
+    tokens = [*vocab, *((t + 1) % target.vocab_size for t in vocab)]
+    for session in (engine.target_session, engine.drafter_session):
+        assert isinstance(session, Session)
+        session.tree_rows(context, parents, tokens)
+    ref = dr.speculative(target, drafter, context, 4, dr.Sampler(0), lookahead=2)
+    real = engine.speculative(context, 4, dr.Sampler(0), lookahead=2)
     assert real.tokens == ref.tokens
 
 
@@ -186,13 +193,13 @@ def test_bench_runs_tree_against_the_chain(tmp_path: Path,
     out = tmp_path / "tree.json"
     code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
                  "cpu", "--dtype", "fp64", "--tree", "2,1", "--verify", "traversal",
-                 "--prompts", "1", "--new-tokens", "6", "--prompt-len", "3", "--json", str(out)])
+                 "--prompts", "1", "--new-tokens", "4", "--prompt-len", "3", "--json", str(out)])
     assert code == 0
     assert "tokens per target forward" in capsys.readouterr().out
     results = json.loads(out.read_text())["results"]
     assert results["tree"]["shape"] == [2, 1] and results["chain"]["shape"] == [1, 1]
     for name in ("tree", "chain", "nonsi"):
-        assert results[name]["tokens"] == 6
+        assert results[name]["tokens"] == 4
     assert results["nonsi"]["tokens_per_target_forward"] == 1
 
 

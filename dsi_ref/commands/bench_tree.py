@@ -52,10 +52,10 @@ def tree_bench(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Names
     tree = tuple(args.tree)
     shapes = {"tree": tree, "chain": (1,) * len(tree)}
     greedy = args.verify == "greedy"
-    warm = prompts[0]
+    warm, count = prompts[0], min(8, args.new_tokens)
     for shape in shapes.values():
-        engine.tree_speculative(warm, 8, Sampler(0), tree=shape, verify=args.verify)
-    engine.autoregressive(warm, 8, Sampler(0), greedy=greedy)
+        engine.tree_speculative(warm, count, Sampler(0), tree=shape, verify=args.verify)
+    engine.autoregressive(warm, count, Sampler(0), greedy=greedy)
     names = ("tree", "chain", "nonsi")
     seconds = dict.fromkeys(names, 0.0)
     tokens = dict.fromkeys(names, 0)
