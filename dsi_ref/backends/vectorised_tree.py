@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ..base.errors import InvalidParameterError, NumericalError
 from ..base.models import Number
@@ -121,7 +122,7 @@ class _Law:
             self._law = self._weights / sequential_sum(self._weights)
         return self._law
 
-    def __array__(self, dtype: object = None, copy: bool | None = None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         return self.array() if dtype is None else self.array().astype(dtype, copy=False)
 
     def __getitem__(self, token: int) -> float:
