@@ -136,7 +136,8 @@ def _bench(args: argparse.Namespace) -> int:
 
         engine: Engine = RayEngine(target, drafter, address=args.ray_address,
                                    join_existing=args.ray_join, num_gpus=args.ray_gpus,
-                                   segments=args.segments)
+                                   segments=args.segments, ship=args.ray_ship,
+                                   max_replacements=args.ray_replacements)
     else:
         engine = Engine(target, drafter, segments=args.segments,   # a BackendError: main's
                         frontier_yields=args.frontier_yields, batched=args.batched,
@@ -407,6 +408,13 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "machine (RAY_ADDRESS, else the latest `ray start`) instead")
     p.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
                    help="with --backend ray: GPUs per server actor (0.25: four share one GPU)")
+    p.add_argument("--ray-ship", default="auto", choices=("auto", "spec", "pickle"),
+                   help="with --backend ray: each actor builds the target from its spec "
+                   "(preset, seed, dtype; or the checkpoint path: auto, spec) or gets a "
+                   "pickled copy through the object store (pickle)")
+    p.add_argument("--ray-replacements", type=int, default=None, metavar="N",
+                   help="with --backend ray: lost server actors replaced at most (default: "
+                   "SP; 0: none)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", metavar="PATH", help="also write everything as JSON")
     p.add_argument("--table-row", metavar="PATH.csv",
