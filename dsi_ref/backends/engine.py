@@ -40,22 +40,27 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..base.errors import BackendError
+from ..base.latency import Time
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..decoders.autoregressive import non_si_config
 from ..decoders.common import check_inputs
 from ..decoders.dsi import DraftForward, DSIConfig, DSIRun, QueuePolicy, Task
 from ..decoders.speculative import ModelName, Rows, SIRun, SpeculativeConfig
+from ..decoders.tree import TreeRule, TreeVerifyRule
 from ..decoders.verification import Rule, VerifyRule
 from .torch_model import TorchLM, canonical_device
 from .torch_session import BackendLM, BatchedSession, SessionLike
 from .vectorised import vectorised_rule
+
+if TYPE_CHECKING:
+    from .engine_batched import _BatchedServer, _SlotProxy
 
 __all__ = ["Engine", "vectorised_rule"]
 
@@ -143,83 +148,6 @@ class _Server:
             seconds = time.perf_counter() - began
             self.outbox.put(("done", job.task, rows, seconds) if rows is not None
                             else ("preempted", job.task, None, seconds))
-
-
-class _BatchedServer:
-    """All target servers as rows of one `BatchedSession`, served by one thread: each round
-    takes every waiting task (one per server row) and runs them as one batched forward."""
-
-    def __init__(self, session: BatchedSession, outbox: queue.Queue[Any],
-                 cancelled: set[int]) -> None:
-        self.session, self.outbox, self.cancelled = session, outbox, cancelled
-        self.inbox: queue.Queue[tuple[int, _Job] | None] = queue.Queue()
-        self.thread = threading.Thread(target=self._serve, name="dsi-target-batched",
-                                       daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        deferred: list[tuple[int, _Job]] = []
-        stop = False
-        while True:
-            items, deferred = deferred, []
-            if not items:
-                if stop:
-                    return
-                first = self.inbox.get()
-                if first is None:
-                    return
-                items.append(first)
-            while True:                        # everything submitted meanwhile joins the round
-                try:
-                    item = self.inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                items.append(item)
-            batch: dict[int, _Job] = {}
-            for slot, job in items:
-                if job.task.id in self.cancelled:   # preempted before it started
-                    self.outbox.put(("skipped", job.task, None, 0.0))
-                elif slot in batch:                 # that server row is busy this round
-                    deferred.append((slot, job))
-                else:
-                    batch[slot] = job
-            if batch:
-                self._round(batch)
-
-    def _round(self, batch: dict[int, _Job]) -> None:
-        ids = [job.task.id for job in batch.values()]
-        began = time.perf_counter()
-        try:   # stops between segments once every task of the round is preempted
-            rows = self.session.rows_batch(
-                {slot: (job.tokens, job.count) for slot, job in batch.items()},
-                lambda: all(i in self.cancelled for i in ids))
-        except BaseException as error:
-            for job in batch.values():
-                self.outbox.put(("error", job.task, error, 0.0))
-            return
-        seconds = time.perf_counter() - began
-        for slot, job in batch.items():
-            self.outbox.put(("done", job.task, rows[slot], seconds) if rows is not None
-                            else ("preempted", job.task, None, seconds))
-
-
-@dataclass(frozen=True)
-class _SlotInbox:
-    server: _BatchedServer
-    slot: int
-
-    def put(self, job: _Job) -> None:
-        self.server.inbox.put((self.slot, job))
-
-
-@dataclass(frozen=True)
-class _SlotProxy:
-    """Server ``slot`` of a `_BatchedServer`, as `_WallClockDSI` sees a server."""
-
-    inbox: _SlotInbox
 
 
 class _WallClockSI(SIRun):
@@ -337,17 +265,23 @@ class _WallClockDSI(DSIRun):
                     item = self.outbox.get_nowait()
             except queue.Empty:
                 return
-            status, task, payload, seconds = item
-            self.in_flight -= 1
-            if status == "error":
-                raise payload
-            self.now = self.clock()
-            if status == "done":
-                self.forward_seconds += seconds
-                self.forwards_completed += 1
-            if status == "done" and task in self.tasks and not self.done:
-                self.events += 1
-                self.finish_rows(task, payload)
+            self.handle_result(item)
+
+    def handle_result(self, item: tuple[str, Task, Any, float]) -> None:
+        """One server report ``(status, task, rows or error, seconds)``: a finished task's rows
+        go to the committer (`finish_rows`) unless the task was preempted meanwhile."""
+        assert self.clock is not None
+        status, task, payload, seconds = item
+        self.in_flight -= 1
+        if status == "error":
+            raise payload
+        self.now = self.clock()
+        if status == "done":
+            self.forward_seconds += seconds
+            self.forwards_completed += 1
+        if status == "done" and task in self.tasks and not self.done:
+            self.events += 1
+            self.finish_rows(task, payload)
 
     def run(self) -> Run:
         session = self.engine.drafter_session
@@ -373,8 +307,14 @@ class _WallClockDSI(DSIRun):
             self.in_flight -= 1
             if status == "error":
                 raise payload
+        return self.summary(latency)
+
+    def summary(self, latency: Time, **extra: int) -> Run:
+        """The finished `Run`: the committed tokens, ``latency`` and the stats (``extra``
+        added)."""
         stats = dict(self.stats)
         overhead = max(0.0, latency - self.drafter_seconds - self.wait_seconds)
+        stats.update(extra)
         stats.update(events=self.events, orchestration_us=round(overhead * 1e6),
                      drafter_us=round(self.drafter_seconds * 1e6),
                      target_forward_us=round(self.forward_seconds * 1e6
@@ -471,6 +411,8 @@ class Engine:
         the verification servers the highest.
         """
         if self.batched:
+            from .engine_batched import _SlotInbox, _SlotProxy  # builds on this module
+
             server = self.batched_server(sp_degree)
             return [_SlotProxy(_SlotInbox(server, slot)) for slot in range(sp_degree)]
         while len(self._servers) < sp_degree:
@@ -486,6 +428,8 @@ class Engine:
         """The batched server with ``sp_degree`` rows, one per target server (started on first
         use, then reused)."""
         if sp_degree not in self._batched:
+            from .engine_batched import _BatchedServer  # builds on this module
+
             assert isinstance(self.target, TorchLM)
             session = BatchedSession(self.target, sp_degree, graphs=self.graphs,
                                      segments=self.segments, priority=self._high)
@@ -545,10 +489,24 @@ class Engine:
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
         self.drafter_session.rows(prompt, 1)                       # prefill everything, untimed
         if self.batched:
+            from .engine_batched import _BatchedDSI  # builds on this module
+
             self.batched_server(sp_degree).session.rows_batch(
                 dict.fromkeys(range(sp_degree), (prompt, 1)))
-        else:
-            for server in self.servers(sp_degree):
-                assert isinstance(server, _Server)
-                server.session.rows(prompt, 1)
+            return _BatchedDSI(self, prompt, max_new_tokens, rng, config).run()
+        for server in self.servers(sp_degree):
+            assert isinstance(server, _Server)
+            server.session.rows(prompt, 1)
         return _WallClockDSI(self, prompt, max_new_tokens, rng, config).run()
+
+    # -- tree speculation ------------------------------------------------------------------------
+    def tree_speculative(self, prompt: Sequence[int], max_new_tokens: int, rng: Randomness, *,
+                         tree: Sequence[int] = (2, 1), verify: TreeVerifyRule | TreeRule = "rrs"
+                         ) -> Run:
+        """`dsi_ref.decoders.tree.tree_speculative`, timed: the tree drafted level by level (one
+        drafter forward per depth), scored by *one* target forward with a tree attention mask,
+        the accepted path compacted in the KV caches (`dsi_ref.backends.engine_tree`; `TorchLM`
+        models)."""
+        from .engine_tree import tree_speculative  # engine_tree builds on this module
+
+        return tree_speculative(self, prompt, max_new_tokens, rng, tree=tree, verify=verify)

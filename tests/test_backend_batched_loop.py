@@ -1,0 +1,144 @@
+"""The batched DSI loop (`dsi_ref.backends.engine_batched`): what one forward carries, and the
+reference's decisions and tokens.
+
+The loop is driven on a fake session whose forwards block until the test releases them, so what
+each forward carries is checked without any timing: every task submitted while a forward runs
+joins the next one (not a round of its own), the tasks the committer submits on a forward's
+results join the very next forward, a preempted task never runs, and a server row's second task
+waits for the row's first. The engine on tiny float64 models then commits the reference's tokens
+(docs/gpu-backend.md, "Same seeds, same tokens": schedule-free rules equal `dr.dsi` and non-SI;
+rejection sampling equals the reference rule's decision on the run's own schedule).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_backend_exec_equivalence import _replay  # noqa: E402  (tests/ is on sys.path)
+
+import dsi_ref as dr  # noqa: E402
+from dsi_ref.backends.engine import Engine, _Job  # noqa: E402
+from dsi_ref.backends.engine_batched import _BatchedServer  # noqa: E402
+from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.base.result import decision_kinds  # noqa: E402
+from dsi_ref.decoders.dsi import Task  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+PROMPT = (1, 2, 3)
+N = 16
+
+
+class _GatedSession:
+    """A `BatchedSession` stand-in: each forward records its rows and blocks until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+        self.started: queue.Queue[int] = queue.Queue()
+        self.release: queue.Queue[None] = queue.Queue()
+
+    def rows_batch(self, jobs: dict[int, tuple[Sequence[int], int]],
+                   cancelled: Callable[[], bool] | None = None) -> dict[int, np.ndarray]:
+        self.calls.append(sorted(jobs))
+        self.started.put(len(self.calls))
+        self.release.get(timeout=30)
+        return {slot: np.zeros((count, 2)) for slot, (_, count) in jobs.items()}
+
+
+def _job(task_id: int, frontier: bool = False) -> _Job:
+    return _Job(Task(task_id, 0, 0, (), frontier, 0), (1,), 1)
+
+
+def test_one_forward_carries_everything_ready_when_the_device_frees() -> None:
+    session = _GatedSession()
+    cancelled: set[int] = set()
+    handed: list[list[tuple[str, int]]] = []
+    done = threading.Event()
+
+    def committer(results: list[Any]) -> None:     # runs in the server thread
+        handed.append([(status, task.id) for status, task, _, _ in results])
+        if len(handed) == 1:                       # the next frontier task, on the results
+            server.inbox.put((0, _job(9, frontier=True)))
+        if len(handed) == 3:
+            done.set()
+
+    server = _BatchedServer(session, queue.Queue(), cancelled)  # type: ignore[arg-type]
+    server.handler = committer
+    try:
+        server.inbox.put((0, _job(0, frontier=True)))
+        assert session.started.get(timeout=30) == 1      # forward 1: the frontier task alone
+        cancelled.add(4)
+        for slot, task_id in ((1, 1), (2, 2), (3, 4), (1, 3)):   # submitted mid-forward
+            server.inbox.put((slot, _job(task_id)))
+        session.release.put(None)
+        assert session.started.get(timeout=30) == 2
+        session.release.put(None)
+        assert session.started.get(timeout=30) == 3
+        session.release.put(None)
+        assert done.wait(30)
+    finally:
+        server.inbox.put(None)
+        server.thread.join(30)
+    # forward 2: the frontier task submitted on forward 1's results and every window ready
+    # (task 4 was preempted: never runs); task 3 waits for its row's task 1
+    assert session.calls == [[0], [0, 1, 2], [1]]
+    assert handed == [[("done", 0)], [("skipped", 4), ("done", 1), ("done", 2), ("done", 9)],
+                      [("done", 3)]]
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[TorchLM, TorchLM]:
+    return build_pair()
+
+
+@pytest.mark.parametrize("sp_degree, lookahead, seeds, rules", [
+    (2, 3, 1, ("exact_match",)),
+    pytest.param(2, 3, 3, ("exact_match", "greedy"), marks=pytest.mark.slow),
+    pytest.param(1, 2, 3, ("exact_match", "greedy"), marks=pytest.mark.slow),
+    pytest.param(4, 1, 3, ("exact_match", "greedy"), marks=pytest.mark.slow),
+    pytest.param(3, 5, 3, ("exact_match", "greedy"), marks=pytest.mark.slow)])
+def test_batched_dsi_commits_the_reference_tokens(pair: tuple[TorchLM, TorchLM], sp_degree: int,
+                                                  lookahead: int, seeds: int,
+                                                  rules: tuple[str, ...]) -> None:
+    target, drafter = pair
+    with Engine(target, drafter, batched=True) as engine:
+        for seed in range(seeds):
+            for verify in rules:
+                ref = dr.dsi(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=lookahead,
+                             sp_degree=sp_degree, verify=verify)  # type: ignore[arg-type]
+                real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=lookahead,
+                                  sp_degree=sp_degree, verify=verify)  # type: ignore[arg-type]
+                assert real.tokens == ref.tokens == dr.autoregressive(
+                    target, PROMPT, N, dr.Sampler(seed), greedy=verify == "greedy").tokens
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=lookahead,
+                              sp_degree=sp_degree)
+            assert list(real.tokens) == _replay(target, drafter, real, seed)
+            if decision_kinds(real) == decision_kinds(
+                    ref := dr.dsi(target, drafter, PROMPT, N, dr.Sampler(seed),
+                                  lookahead=lookahead, sp_degree=sp_degree)):
+                assert real.tokens == ref.tokens
+            stats = real.stats
+            assert stats["max_busy_servers"] <= sp_degree
+            assert 1 <= stats["forwards"] <= stats["batched_rows"]
+            assert stats["batched_rows"] <= stats["tasks"] + stats["frontier_tasks"]
+
+
+def test_batched_dsi_stops_at_eos_like_the_reference() -> None:
+    target, drafter = build_pair(eos=7)
+    with Engine(target, drafter, batched=True) as engine:
+        for seed in (0,):        # a seed whose reference stops early (it is deterministic)
+            expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(seed)).tokens
+            assert expected[-1] == 7 and len(expected) < N
+            ref = dr.dsi(target, drafter, PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3,
+                         verify="exact_match")
+            real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3,
+                              verify="exact_match")
+            assert real.tokens == ref.tokens == expected
