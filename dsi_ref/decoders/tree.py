@@ -47,6 +47,11 @@ for ``j ≥ 1``; the residual is ``("residual", i, ctx)``, the bonus ``("target"
 ``context`` is the generated tokens before the position, drafted ones included, so a key keeps
 the shape that `dsi_ref.base.randomness.merge_point` and the exact engine parse.
 
+Row arithmetic. Every step reads and builds rows only through `TreeRule`'s row methods (`law`,
+``mass``, ``excess``, ``without``, ``as_row``, ``draw``, ``best``, ``most_likely``);
+`dsi_ref.backends.vectorised_tree` overrides those alone, with numpy on float64 rows, so the
+engine's tree rules are these rules (same numbers, same keyed draws).
+
 Rows as laws. A row stands for each entry over the row's sum (the library's convention:
 `dsi_ref.audit.exact_rows.exact_row`; ``rng.categorical`` draws that way). The sampling rules
 compare ``p`` with a proposal law, so both sides are read as laws, the same way (`normalise`):
