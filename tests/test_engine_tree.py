@@ -84,8 +84,17 @@ def test_tree_rows_are_each_paths_rows(pair: tuple[TorchLM, TorchLM]) -> None:
     # level by level: the held nodes are reused, only the new ones are computed
     levels = target.session()
     levels.rows(PROMPT, 1)
-    assert_rows_close(levels.tree_rows(PROMPT, [], [])[0].tolist(), rows[0].tolist(), rtol)
-    got = levels.tree_rows(PROMPT, parents[:3], tokens[:3], 2)
+    seen: list[int] = []     # the query length of every forward
+    hook = target.model.register_forward_pre_hook(lambda _, args: seen.append(args[0].shape[1]))
+    try:
+        root = levels.tree_rows(PROMPT, [], [])
+        first = levels.tree_rows(PROMPT, parents[:1], tokens[:1], 1)
+        got = levels.tree_rows(PROMPT, parents[:3], tokens[:3], 2)
+    finally:
+        hook.remove()
+    assert seen == [1, 1, 2]  # the prefix's last token (the root's row); node 0; nodes 1, 2
+    assert_rows_close(root[0].tolist(), rows[0].tolist(), rtol)
+    assert_rows_close(first[0].tolist(), rows[1].tolist(), rtol)
     for i in (1, 2):
         assert_rows_close(got[i - 1].tolist(), rows[i + 1].tolist(), rtol)
 
@@ -102,8 +111,13 @@ def test_a_path_of_the_held_tree_is_compacted_and_reused(pair: tuple[TorchLM, To
     forwards = session.forwards
     session._adopt([target.bos, *context])
     assert session.tokens == [target.bos, *PROMPT, *accepted] and session.tree == []
-    got = session.rows(context, 3)
-    assert session.forwards == forwards + 1
+    seen: list[int] = []
+    hook = target.model.register_forward_pre_hook(lambda _, args: seen.append(args[0].shape[1]))
+    try:
+        got = session.rows(context, 3)
+    finally:
+        hook.remove()
+    assert session.forwards == forwards + 1 and seen == [3]   # 7, 8 (recomputed: count), 9
     expected = target.session().rows(context, 3)
     for a, b in zip(got, expected, strict=True):
         assert_rows_close(a.tolist(), b.tolist(), rtol)
@@ -131,9 +145,14 @@ def _same(pair: tuple[TorchLM, TorchLM], engine: Engine, tree: tuple[int, ...], 
     target, drafter = pair
     ref = tree_speculative(target, drafter, PROMPT, n, dr.Sampler(seed), tree=tree,
                            verify=verify)  # type: ignore[arg-type]
+    before = engine.target_session.forwards, engine.drafter_session.forwards
     real = engine.tree_speculative(PROMPT, n, dr.Sampler(seed), tree=tree,
                                    verify=verify)  # type: ignore[arg-type]
     assert real.tokens == ref.tokens, (tree, verify, seed)
+    # one session forward per counted forward (each iteration: one target forward over the
+    # tree, one drafter forward per level), and the untimed prefill of each
+    assert engine.target_session.forwards - before[0] == real.stats["target_forwards"] + 1
+    assert engine.drafter_session.forwards - before[1] == real.stats["drafter_forwards"] + 1
     assert dict(real.stats) == dict(ref.stats)
     assert _shape(real) == _shape(ref)
     assert real.time > 0
