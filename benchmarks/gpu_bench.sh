@@ -17,6 +17,17 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 TARGET=${TARGET:-llama-1b}; DRAFTER=${DRAFTER:-llama-68m}; TAG=${TAG:-1b}
 COMMON=(--new-tokens "${NEW_TOKENS:-128}" --prompts "${PROMPTS:-5}" --dtype "${DTYPE:-bf16}")
 python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA")'
+# BATCHED=1 adds, BATCHED=only runs just, the batched loop on llama-7b/68M (a few minutes on an
+# H100, not yet run): its profile (batched_loop_profile.py, real forwards), dsi-ref bench --batched
+if [ -n "${BATCHED:-}" ]; then
+    python3 benchmarks/batched_loop_profile.py --target llama-7b --drafter llama-68m \
+        --device cuda --dtype bf16 --lookahead 5 --sp-degree 2,4 --new-tokens 128 --runs 3 \
+        2>&1 | tee "$OUT/batched-profile-7b.log"
+    python3 -m dsi_ref.cli bench --target llama-7b --drafter llama-68m --lookahead 5 \
+        --sp-degree 2,4 --new-tokens 128 --prompts 3 --verify rejection --batched \
+        --json "$OUT/bench-7b-rejection-batched.json" 2>&1 | tee "$OUT/bench-7b-rejection-batched.log"
+    [ "$BATCHED" = only ] && exit 0
+fi
 if [ -z "${SKIP_PROBE:-}" ]; then
     : > "$OUT/probe.log"   # length 1 first (summarize.py reads that block), then verifications
     for length in ${PROBE_LENGTHS:-1 4 6 9}; do

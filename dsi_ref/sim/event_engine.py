@@ -8,7 +8,8 @@ when ``SP >= 2``, a queue, preemption, the canonical tie order: the drafter firs
 the order they started) with tokens abstracted away: the verification of a present draft is a
 decision of ``decide`` (an independent Bernoulli(``a``) acceptance in a run); a bonus (no draft
 at the frontier) draws nothing. `_SharedEngine` is the same rules on one shared device
-(`Contention`): only the clock changes.
+(`Contention`): only the clock changes; `_BatchedEngine` the same rules with the servers as the
+rows of one batched forward (`Contention.batch`).
 
 **Decisions** (``SimParams.decisions``). ``"position"``: the committer decides each draft as
 soon as ``p`` is supplied there (token-level rules). ``"window"``: block verification with fixed
@@ -53,13 +54,14 @@ class Commit:
 
 
 class _Task:
-    __slots__ = ("end", "first", "frontier", "last", "server", "slow")
+    __slots__ = ("end", "first", "frontier", "last", "server", "slow", "work")
 
     def __init__(self, first: int, last: int, frontier: bool) -> None:
         self.first, self.last, self.frontier = first, last, frontier
         self.server = -1
         self.end: int | float | None = None
         self.slow: float | None = None   # the slowdown ``end`` was computed with (shared device)
+        self.work: int | float = 0       # solo cost (batched servers: known before it starts)
 
 
 class _Draft:
@@ -192,10 +194,14 @@ class _Engine:
         cost = self.costs.target if task.frontier else self.costs.verify
         if first and self.costs.target_first is not None:
             cost = self.costs.target_first      # prefill: the TTFT, whatever the task
-        task.end = self.now + cost
+        self.place(task, cost)
         self.busy[server] = task
         self.tasks.append(task)
         self.used = max(self.used, server)
+
+    def place(self, task: _Task, cost: int | float) -> None:
+        """Start ``task`` (solo cost ``cost``) on its server now."""
+        task.end = self.now + cost
 
     def preempt(self, task: _Task) -> None:
         if task.end is not None:
@@ -395,6 +401,51 @@ class _SharedEngine(_Engine):
         return new
 
 
+class _BatchedEngine(_SharedEngine):
+    """`_Engine` with the target servers as the rows of one batched forward (`Contention`
+    with ``batch``): the rules are `_Engine`'s, only the device changes. A task started on a
+    server waits (``end`` None, in ``waiting``) until the device is free; then one forward takes
+    every waiting task, costs ``batch_cost(b)`` times the longest of their solo costs, and ends
+    them all at once. The drafter runs beside at ``drafter_slowdown(1)`` while a forward runs
+    (processor sharing, as in `_SharedEngine`)."""
+
+    waiting: list[_Task]
+
+    def place(self, task: _Task, cost: int | float) -> None:
+        task.work = cost
+        self.waiting.append(task)        # started by `reschedule` when the device is free
+
+    def preempt(self, task: _Task) -> None:
+        if task.end is None and any(task is t for t in self.waiting):
+            self.waiting.remove(task)    # on a server, waiting for the device: never runs
+            self.busy[task.server] = None
+            self.tasks.remove(task)
+            return
+        super().preempt(task)
+
+    def reschedule(self) -> None:
+        running = any(t.end is not None for t in self.tasks)
+        if not running and self.waiting:             # the device is free: one forward
+            batch, self.waiting = self.waiting, []
+            cost = self.contention.batch_cost(len(batch)) * max(t.work for t in batch)
+            for task in batch:
+                task.end = self.now + cost
+            running = True
+        d = self.drafting
+        if d is not None:
+            slow = self.contention.drafter_slowdown(1 if running else 0)
+            work = (d.end - self.now) / (d.slow or 1.0)    # solo work still to do
+            d.end, d.slow = self.now + work * slow, slow
+
+    def clone(self, n: int) -> _Engine:
+        """`_SharedEngine.clone`, with the waiting tasks mapped to their copies."""
+        new = super().clone(n)
+        assert isinstance(new, _BatchedEngine)
+        copies = {id(old): t for old, t in zip(self.tasks, new.tasks, strict=True)}
+        new.waiting = [copies[id(t)] for t in self.waiting]
+        return new
+
+
 def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int], bool],
             stop: bool) -> _Engine:
     assert p.sp_degree is not None
@@ -403,9 +454,12 @@ def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int]
         engine = _Engine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
                          used, decide, stop)
     else:
-        shared = _SharedEngine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo",
-                               fresh, used, decide, stop)
+        kind = _SharedEngine if p.contention.batch is None else _BatchedEngine
+        shared = kind(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used,
+                      decide, stop)
         shared.contention = p.contention
+        if isinstance(shared, _BatchedEngine):
+            shared.waiting = []
         engine = shared
     engine.window_decisions = p.decisions == "window"
     return engine

@@ -73,14 +73,32 @@ class Contention:
 
     `dsi_ref.backends.measure.measure_concurrency` measures both tables on a device.
 
+    **Batched servers** (``batch``, ``Engine(batched=True)``): the target servers are the rows
+    of one batched forward, and forwards run one at a time. Whenever the device is free, one
+    forward takes every task started on a server and not preempted; a task started while a
+    forward runs waits for its end. A forward over ``b`` tasks costs ``batch[b − 1]`` times the
+    longest solo cost among them (``1``, ``v``, or TTFT) and all of them end with it; the drafter
+    beside a running forward progresses at ``1 / drafter[1]``. ``target`` is then unused (no two
+    forwards overlap). `dsi_ref.sim.batched` holds a measured table (one H100, llama-7b).
+
     >>> Contention((1.0, 1.5)).target_slowdown(3)
     2.0
+    >>> Contention((1.0,), batch=(1.0, 1.25, 1.5)).batch_cost(4)
+    1.75
     """
 
     target: tuple[float, ...]
     drafter: tuple[float, ...] = (1.0,)
+    batch: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.batch is not None:
+            table = self.batch
+            if not isinstance(table, tuple) or not table or any(
+                    isinstance(v, bool) or not isinstance(v, int | float | Fraction)
+                    or not (math.isfinite(v) and v > 0) for v in table):
+                raise InvalidParameterError(f"Contention.batch must be None or a non-empty "
+                                            f"tuple of finite numbers > 0, got {table!r}")
         for name in ("target", "drafter"):
             table = getattr(self, name)
             if not isinstance(table, tuple) or not table or any(
@@ -119,6 +137,13 @@ class Contention:
     def target_slowdown(self, running: int) -> float:
         """Wall time of one target forward over its solo time, ``running >= 1`` at once."""
         return self._lookup(self.target, max(running, 1) - 1)
+
+    def batch_cost(self, rows: int) -> float:
+        """``batch`` servers: the cost of one forward over ``rows >= 1`` tasks, in units of the
+        solo cost of its longest task (`InvalidParameterError` without a ``batch`` table)."""
+        if self.batch is None:
+            raise InvalidParameterError("this Contention has no batch table (batched servers)")
+        return self._lookup(self.batch, max(rows, 1) - 1)
 
     def drafter_slowdown(self, running: int) -> float:
         """Wall time of one drafter forward over its solo time, ``running`` target forwards
