@@ -163,3 +163,18 @@ def test_bad_input_is_refused_as_the_reference_refuses_it() -> None:
         for name in TREE_VERIFY_RULES:
             out = _same(name, rows_q, rows_p, (2,), 0)
             assert (out[0] == "error") == (name in refused[label]), (label, name, out)
+
+
+@pytest.mark.parametrize("vocab", [7, 2048])              # at once, and when first read
+def test_a_law_is_the_references_and_no_step_writes_into_it(vocab: int) -> None:
+    from dsi_ref.decoders.tree import normalise
+
+    row = np.random.default_rng(vocab).random(vocab) * (np.arange(vocab) % 3 > 0)
+    rule = vectorised_tree_rule("eagle_topk")
+    law = rule.law(row)
+    assert np.asarray(law).tolist() == normalise(row.tolist())    # entry for entry
+    before = np.array(law).tolist()
+    zeroed = rule.without(law, 1)
+    assert zeroed[1] == 0 and np.asarray(law).tolist() == before  # a copy was zeroed
+    assert rule.law(zeroed, rule.mass(zeroed)).tolist() == normalise(  # type: ignore[attr-defined]
+        np.asarray(zeroed).tolist())

@@ -123,7 +123,8 @@ class _Law:
         return self._law
 
     def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
-        return self.array() if dtype is None else self.array().astype(dtype, copy=False)
+        law = self.array() if dtype is None else self.array().astype(dtype, copy=False)
+        return law.copy() if copy and law is self._law else law   # np.array(law): a copy
 
     def __getitem__(self, token: int) -> float:
         return float(self.array()[token])
