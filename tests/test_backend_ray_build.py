@@ -189,3 +189,18 @@ def test_actors_load_a_checkpoint_from_its_path(ray_local: None, tmp_path: Path)
         run = engine.dsi(PROMPT, 6, dr.Sampler(0), lookahead=2, sp_degree=1,
                          verify="exact_match")
         assert run.tokens == dr.autoregressive(lm, PROMPT, 6, dr.Sampler(0)).tokens
+
+
+@pytest.mark.slow
+def test_the_build_memory_benchmark_runs_small(ray_local: None) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "ray_build_memory.py"
+    loader = importlib.util.spec_from_file_location("ray_build_memory", path)
+    assert loader is not None and loader.loader is not None
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    for ship in ("spec", "pickle"):
+        result = module.measure("tiny-target", "fp64", 1, ship, 1)
+        assert result["ship"] == ship and len(result["actor_rss_mb"]) == 1
+        assert result["driver_peak_growth_mb"] >= 0 and result["up_seconds"] > 0
