@@ -29,8 +29,9 @@ Outcome = tuple[object, ...]
 def _outcome(rule: TreeRule, rows_q: Sequence[Any], rows_p: Sequence[Any], widths: Sequence[int],
              seed: int, context: tuple[int, ...], eos: int | None) -> Outcome:
     """Draft a tree of ``widths`` with ``rule`` as `TreeRun.draft` does (no children and no
-    ``p`` after an EOS; the ``n``-th node made reads row ``n`` of the banks), verify it, and
-    return every node's (token, sibling) and the verdict, or the error's type."""
+    ``p`` after an EOS; the ``n``-th node made reads row ``n`` of each bank, modulo its
+    length), verify it, and return every node's (token, sibling) and the verdict, or the
+    error's type."""
     rng = Sampler(seed)
     root = TreeNode(None, context)
     nodes, level = [root], [root]
@@ -39,12 +40,12 @@ def _outcome(rule: TreeRule, rows_q: Sequence[Any], rows_p: Sequence[Any], width
             level = [node for node in level if node.token is None or node.token != eos]
             nxt: list[TreeNode] = []
             for node in level:
-                node.q = rows_q[len(nodes) % len(rows_q)]
+                node.q = rows_q[nodes.index(node) % len(rows_q)]
                 for j, (x, law) in enumerate(rule.children(node.q, width, rng, node.context)):
                     child = TreeNode(x, node.context + (x,), j, law)
                     node.children.append(child)
                     nxt.append(child)
-            nodes += nxt
+                    nodes.append(child)
             level = nxt
         for n, node in enumerate(nodes):
             if node.token is None or node.token != eos:
@@ -72,18 +73,18 @@ _ENTRY = st.sampled_from([0.0, 0.0, 0.1, 0.125, 0.25, 1 / 3, 0.5, 1.0]) | st.flo
 
 @st.composite
 def _banks(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``q`` and of ``p`` (not normalised; zeros, ties; some positions ``p == q``)."""
+    """Rows of ``q`` and of ``p`` (not normalised; zeros, ties; ``p == q`` at some nodes)."""
     vocab = draw(st.integers(2, 6))
     count = draw(st.integers(1, 4))
     row = st.lists(_ENTRY, min_size=vocab, max_size=vocab).filter(lambda r: max(r) > 0)
     rows_q = np.array(draw(st.lists(row, min_size=count, max_size=count)))
-    rows_p = np.array(draw(st.lists(row, min_size=count + 2, max_size=count + 2)))
+    rows_p = np.array(draw(st.lists(row, min_size=count, max_size=count)))
     for i in draw(st.lists(st.integers(0, count - 1), max_size=count)):
         rows_p[i] = rows_q[i]                                   # p == q at some nodes
     return rows_q, rows_p
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(banks=_banks(), widths=st.lists(st.integers(1, 3), min_size=1, max_size=3),
        seed=st.integers(0, 2 ** 32), eos=st.none() | st.integers(0, 5),
        context=st.lists(st.integers(0, 5), max_size=2).map(tuple))
@@ -127,7 +128,7 @@ def test_every_rule_decides_like_the_reference_at_the_engines_vocabulary() -> No
     _long_rows(32000, 4, (3, 2, 1))
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(row=st.lists(_ENTRY | st.just(float("nan")), min_size=1, max_size=12),
        k=st.integers(1, 14))
 def test_top_k_on_a_float64_row_is_the_references(row: list[float], k: int) -> None:
