@@ -20,6 +20,7 @@ import http.server
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -139,3 +140,62 @@ def test_a_version_mismatch_names_both_versions() -> None:
     error = _fail("version", "h:1", _summary(_VERSION, "version"))
     assert error.cause == "version"
     assert "Ray 2.59.0 on Python 3.11.9" in str(error) and "Ray 2.60.0" in str(error)
+
+
+# -- a real cluster (slow) -----------------------------------------------------------------------
+_CONNECT = r'''
+import json, sys
+import ray
+from dsi_ref.backends.ray_connect import connect
+from dsi_ref.base.errors import RayConnectionError
+
+address, how = sys.argv[1] or None, sys.argv[2]
+if how == "old-ray":     # this process reports another Ray version to Ray's own version check
+    import ray._private.utils as utils
+    versions = utils.compute_version_info
+    utils.compute_version_info = lambda: ("2.0.0", versions()[1])
+try:
+    connect(address, join_existing=how == "join", num_cpus=1, connect_timeout=5.0)
+    print(json.dumps({"port": int(ray.get_runtime_context().gcs_address.rsplit(":", 1)[1])}))
+except RayConnectionError as error:
+    print(json.dumps({"cause": error.cause, "message": str(error)}))
+'''
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[object]:
+    from ray_cluster import RayCluster
+    with RayCluster(num_cpus=1) as head:
+        yield head
+
+
+def _connect(cluster: Any, address: str, how: str, **env: str) -> dict[str, Any]:
+    result: dict[str, Any] = cluster.driver(_CONNECT, address, how,
+                                            env=cluster.env(**env), timeout=120)
+    return result
+
+
+@pytest.mark.slow
+def test_no_address_starts_a_private_ray_even_with_a_cluster_here(cluster: Any) -> None:
+    private = _connect(cluster, "", "private", RAY_ADDRESS=cluster.address)
+    assert private["port"] != cluster.port                 # not the running cluster
+    joined = _connect(cluster, "", "join", RAY_ADDRESS=cluster.address)
+    assert joined["port"] == cluster.port                  # join_existing: "auto"
+    assert _connect(cluster, cluster.address, "address")["port"] == cluster.port
+
+
+@pytest.mark.slow
+def test_a_wrong_token_is_an_auth_error(cluster: Any) -> None:
+    out = _connect(cluster, cluster.address, "address", token="0" * 32)
+    assert out["cause"] == "auth", out
+    assert "rejected this process's token" in out["message"] and "RAY_AUTH_TOKEN" in out["message"]
+    assert "\n" not in out["message"]
+
+
+@pytest.mark.slow
+def test_another_ray_version_is_a_version_error(cluster: Any) -> None:
+    import ray
+    out = _connect(cluster, cluster.address, "old-ray")
+    assert out["cause"] == "version", out
+    assert f"the cluster runs Ray {ray.__version__}" in out["message"]
+    assert "this process Ray 2.0.0" in out["message"]

@@ -43,7 +43,7 @@ from ray_cluster import session
 target, drafter = build_pair()
 out = {}
 engine = RayEngine(target, drafter, address=address, runtime_env={"py_modules": [dsi_ref]},
-                   server_resources={"dsi_node2": 1}, task_timeout=15.0, start_timeout=120.0)
+                   server_resources={"dsi_node2": 1}, task_timeout=5.0, start_timeout=45.0)
 try:
     node2 = [n["NodeID"] for n in ray.nodes() if n["Alive"] and "dsi_node2" in n["Resources"]]
     servers = engine.servers(2)
@@ -77,7 +77,7 @@ try:
     began = time.monotonic()
     try:
         real = engine.dsi(PROMPT, N, dr.Sampler(7), lookahead=2, sp_degree=2,
-                          verify="exact_match", timeout=120.0)
+                          verify="exact_match", timeout=100.0)
         out["killed"] = {"outcome": "tokens", "ok": list(real.tokens) == list(expected),
                          "lost_tasks": real.stats["lost_tasks"]}
     except BackendError as error:
