@@ -21,9 +21,10 @@ the engine (wrappers, no change to the engine). From them, per run:
 ``--sleep`` replaces every forward's cost with a synthetic one (the real tiny models still
 compute the rows, then the call sleeps until the synthetic cost has passed; ``--scale``
 multiplies them, so that they dominate a loaded CPU's own forward times), so the loop's own
-overhead shows against known forward costs. DSI/SI is printed with the rounds model's
-prediction for the same costs (`dsi_ref.sim.batched.predict`) when ``--sleep`` is on. The
-synthetic costs are `dsi_ref.sim.batched.H100_LLAMA7B`'s (one H100, llama-7b/68M, issue 25).
+overhead shows against known forward costs; they are `dsi_ref.sim.batched.H100_LLAMA7B`'s (one
+H100, llama-7b/68M, issue 25). DSI/SI is printed with the rounds model's prediction
+(`dsi_ref.sim.batched.predict`) for the synthetic costs, or, with real forwards, for this
+device's costs measured first (`measure_costs`).
 
     .venv/bin/python benchmarks/batched_loop_profile.py --sleep --runs 3
     .venv/bin/python benchmarks/batched_loop_profile.py --sp-degree 2,4 --lookahead 5
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -107,9 +109,13 @@ def instrument(engine: Engine, sp_degree: int, rec: list[Recorder],
         s.rows = timed
 
 
-def _patch_run(rec: list[Recorder]) -> None:
+def _patch_run(rec: list[Recorder]) -> Callable[[], None]:
+    """Wrap the DSI run's seams (class-wide); returns the function that unwraps them."""
     cls = engine_module._WallClockDSI
     run_on, finish_rows, run = cls.run_on, cls.finish_rows, cls.run
+
+    def restore() -> None:
+        cls.run_on, cls.finish_rows, cls.run = run_on, finish_rows, run  # type: ignore[method-assign]
 
     def on(self: Any, task: Any, server: int) -> None:
         if rec:
@@ -136,7 +142,7 @@ def _patch_run(rec: list[Recorder]) -> None:
     try:   # the redesigned loop runs its own `run` (dsi_ref/backends/engine_batched.py)
         from dsi_ref.backends import engine_batched
     except ImportError:
-        return
+        return restore
     batched_run = engine_batched._BatchedDSI.run
 
     def timed_batched_run(self: Any) -> Any:
@@ -147,6 +153,12 @@ def _patch_run(rec: list[Recorder]) -> None:
         return out
 
     engine_batched._BatchedDSI.run = timed_batched_run  # type: ignore[method-assign]
+
+    def restore_both() -> None:
+        restore()
+        engine_batched._BatchedDSI.run = batched_run  # type: ignore[method-assign]
+
+    return restore_both
 
 
 def analyse(r: Recorder, runs: list[dr.Run]) -> dict[str, float]:
@@ -197,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="synthetic forward costs (issue 25's H100 7B/68M milliseconds)")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the synthetic costs (--sleep) by this")
+    parser.add_argument("--reps", type=int, default=20,
+                        help="forwards per measured cost (real forwards, not --sleep)")
     args = parser.parse_args(argv)
     target, drafter = build_pair(args.target, args.drafter, device=args.device, dtype=args.dtype,
                                  max_seq_len=max(256, args.new_tokens + 16))
@@ -217,16 +231,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             ms = costs.verify_ms if jobs > 1 else costs.tpot_ms
         else:
             ms = costs.drafter_ms
-        return ms * args.scale / 1e3
+        return ms * float(args.scale) / 1e3
 
     rec: list[Recorder] = []
-    _patch_run(rec)
+    restore = _patch_run(rec)
+    try:
+        _profile(args, target, drafter, rec, cost)
+    finally:
+        restore()
+    return 0
+
+
+def _profile(args: argparse.Namespace, target: Any, drafter: Any, rec: list[Recorder],
+             cost: Callable[[str, Any], float | None]) -> None:
+    """Per SP: SI and profiled DSI runs on the same seeds, their means, the prediction."""
     prompt = (1, 2, 3)
     print(f"# batched DSI loop profile: {args.target}/{args.drafter} on {args.device}, "
           f"k={args.lookahead}, N={args.new_tokens}, verify={args.verify}, "
           f"{'synthetic H100 costs x' + str(args.scale) if args.sleep else 'real forwards'}")
     for sp in (int(x) for x in args.sp_degree.split(",")):
         with Engine(target, drafter, batched=True) as engine:
+            measured = None if args.sleep else measure_costs(engine, sp, args.lookahead,
+                                                             args.reps)
             instrument(engine, sp, rec, cost)
             engine.dsi(prompt, 4, dr.Sampler(99), lookahead=args.lookahead, sp_degree=sp)
             si_ms, profiles, accepted, decided = [], [], 0, 0
@@ -260,19 +286,66 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {'committer handling results (total)':<46} {mean['committer_ms']:9.2f} ms")
         print(f"  forwards {mean['forwards']:.1f}, tasks/forward {mean['tasks_per_forward']:.2f}, "
               f"frontier+verify together {100 * mean['frontier_and_verify']:.0f} %")
-        if args.sleep:
-            _predict(args, sp, accepted / max(1, decided), si_mean / mean["ms_per_token"])
-    return 0
+        a, ratio = accepted / max(1, decided), si_mean / mean["ms_per_token"]
+        if measured is not None:
+            print(f"  measured costs (ms): TPOT {measured.tpot_ms:.3f}, window "
+                  f"{measured.verify_ms:.3f}, batched " + ", ".join(
+                      f"{b}: {ms:.3f}" for b, ms in sorted(measured.batched_ms.items())) +
+                  f", drafter {measured.drafter_ms:.3f} (x{measured.drafter_beside:.2f} "
+                  "beside a batched forward)")
+            _predict(measured, args, sp, a, ratio)
+        else:   # the synthetic costs: the drafter is never slowed down
+            plain = H100_LLAMA7B
+            _predict(BatchedCosts(plain.tpot_ms, plain.verify_ms, plain.batched_ms,
+                                  plain.drafter_ms, 1.0, plain.lookahead, "the synthetic costs"),
+                     args, sp, a, ratio)
 
 
-def _predict(args: argparse.Namespace, sp: int, a: float, measured: float) -> None:
-    """The rounds model's DSI/SI for the synthetic costs (the drafter is never slowed here)."""
-    plain = H100_LLAMA7B
-    same = BatchedCosts(plain.tpot_ms, plain.verify_ms, plain.batched_ms, plain.drafter_ms,
-                        1.0, plain.lookahead, "the synthetic costs")
-    value = predict(same, a, sp, args.new_tokens, args.lookahead).dsi_over_si
-    print(f"  predicted DSI/SI (rounds model, same costs, a={a:.3f}): {value:.3f}; "
+def _predict(costs: BatchedCosts, args: argparse.Namespace, sp: int, a: float,
+             measured: float) -> None:
+    """The rounds model's DSI/SI for ``costs`` and acceptance ``a``, beside the measurement."""
+    value = predict(costs, a, sp, args.new_tokens, args.lookahead).dsi_over_si
+    print(f"  predicted DSI/SI (rounds model, {costs.source}, a={a:.3f}): {value:.3f}; "
           f"measured / predicted {measured / value:.3f}")
+
+
+def _mean_ms(call: Callable[[], object], reps: int) -> float:
+    call()                                        # warm (graphs, caches)
+    began = time.perf_counter()
+    for _ in range(reps):
+        call()                                    # every call returns host rows: synchronised
+    return (time.perf_counter() - began) * 1e3 / reps
+
+
+def measure_costs(engine: Engine, sp: int, lookahead: int, reps: int) -> BatchedCosts:
+    """This device's `BatchedCosts`, measured as issue 25 did: a 64-token prefix, windows of
+    ``lookahead + 1`` new tokens; a one-token forward (TPOT), one window in a `Session`, ``b =
+    1 .. sp`` windows in the engine's `BatchedSession`, a drafter forward alone and beside a
+    running batched forward."""
+    vocab = engine.target.vocab_size
+    context = tuple(1 + i % (vocab - 1) for i in range(64 + lookahead + 1))
+    target, drafter = engine.target_session, engine.drafter_session
+    batched = engine.batched_server(sp).session
+    tpot = _mean_ms(lambda: target.rows(context, 1), reps)
+    verify = _mean_ms(lambda: target.rows(context, lookahead + 1), reps)
+    table = {b: _mean_ms(lambda b=b: batched.rows_batch(  # type: ignore[misc]
+        dict.fromkeys(range(b), (context, lookahead + 1))), reps) for b in range(1, sp + 1)}
+    alone = _mean_ms(lambda: drafter.rows(context, 1), reps)
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            batched.rows_batch(dict.fromkeys(range(sp), (context, lookahead + 1)))
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    try:
+        beside = _mean_ms(lambda: drafter.rows(context, 1), reps)
+    finally:
+        stop.set()
+        thread.join()
+    return BatchedCosts(tpot, verify, table, alone, max(1.0, beside / alone), lookahead,
+                        f"measured here (reps {reps})")
 
 
 if __name__ == "__main__":

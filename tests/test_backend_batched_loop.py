@@ -142,3 +142,46 @@ def test_batched_dsi_stops_at_eos_like_the_reference() -> None:
             real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=3,
                               verify="exact_match")
             assert real.tokens == ref.tokens == expected
+
+
+def _profile_script() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "batched_loop_profile.py"
+    spec = importlib.util.spec_from_file_location("batched_loop_profile", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_profile_splits_a_run_by_hand() -> None:
+    # forwards [1, 4] (the frontier task, submitted at 0.5) and [5, 9] (two windows, submitted at
+    # 2, mid-forward, and at 4.5, while the device was free), in a run from 0 to 10
+    profile = _profile_script()
+    r = profile.Recorder()
+    r.begin, r.end = 0.0, 10.0
+    r.forwards = [(1.0, 4.0, [0]), (5.0, 9.0, [1, 2])]
+    r.submitted = {0: (0.5, True), 1: (2.0, False), 2: (4.5, False)}
+    r.delivered = {0: 4.2, 1: 9.1, 2: 9.3}
+    got = profile.analyse(r, [dr.Run((1, 2), 10.0)])
+    expected = {"wall_ms": 10e3, "forward_ms": 7e3, "idle_ms": 3e3, "no_task_ms": 0.5e3,
+                "gather_ms": 1.5e3, "boundary_wait_ms": 2e3, "wait_ms_mean": 4e3 / 3,
+                "deliver_ms_mean": 0.2e3, "forwards": 2, "tasks_per_forward": 1.5,
+                "frontier_and_verify": 0.0, "ms_per_token": 5e3}
+    assert {k: got[k] for k in expected} == pytest.approx(expected)
+
+
+@pytest.mark.slow
+def test_the_profile_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from dsi_ref.backends.engine import _WallClockDSI
+    from dsi_ref.backends.engine_batched import _BatchedDSI
+
+    seams = (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run)
+    profile = _profile_script()
+    assert profile.main(["--sleep", "--scale", "0.05", "--new-tokens", "8", "--runs", "1",
+                         "--sp-degree", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "forward (device busy)" in out and "predicted DSI/SI" in out
+    assert (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run) == seams
