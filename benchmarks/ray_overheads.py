@@ -5,7 +5,8 @@
                                                  [--json PATH]
 
 Measured against one actor of `dsi_ref.backends.ray` (the `_TargetServer` class, the tiny
-target; medians over ``--repeats`` calls, after a warm-up):
+target built in the actor from its `ModelSpec`; medians over ``--repeats`` calls, after a
+warm-up):
 
 * ``round_trip_us``: an actor call with no payload (``ping``), submit to reply.
 * ``row_v32000_us``: the same call returning one row of ``V = 32 000`` float64 probabilities
@@ -117,8 +118,8 @@ def measure(repeats: int, vocab: int = 32000) -> dict[str, Any]:
     ray.kill(probe)
     from dsi_ref.backends.ray import _RemoteServer
 
-    target, _ = build_pair()
-    server: Any = _RemoteServer.options(**options).remote(target, "cpu", 1, None, 1)
+    target, _ = build_pair()        # the actor builds it from its spec, as RayEngine's do
+    server: Any = _RemoteServer.options(**options).remote(target.spec(), "cpu", 1, None, 1)
     context = (1, 2, 3, 4, 5)
     ray.get(server.rows.remote(context, 1))
     forwards: list[float] = []
