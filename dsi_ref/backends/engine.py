@@ -343,9 +343,12 @@ class Engine:
             frontier task no longer runs at full speed, so DSI's "never slower than non-SI"
             argument does not apply to it. Off by default (the faithful DSI).
         batched: the ``sp_degree`` target servers are the rows of one batched session served
-            by one thread: a task starts at the next batched forward (up to one forward late,
-            unlike the event model's idle server), and the forwards of concurrent tasks cost
-            about one batch-1 forward on a latency-bound GPU instead of slowing each other
+            by one thread (`dsi_ref.backends.engine_batched`): whenever the device is free, one
+            forward takes every task ready, and the committer handles its results before the
+            next forward is gathered. A task submitted during a forward starts with the next
+            one (up to one forward late, unlike the event model's idle server; the event
+            model's ``Contention(batch=...)`` models this), and the forwards of concurrent tasks
+            cost about one batch-1 forward on a latency-bound GPU instead of slowing each other
             down. `TorchLM` targets only.
         server_devices: the devices of the DSI target servers, server ``i`` on
             ``server_devices[i % len(server_devices)]`` (the paper's setting: one GPU per
