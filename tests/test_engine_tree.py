@@ -32,7 +32,7 @@ from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ 
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
-from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import ModelConfig, TorchLM, build_pair  # noqa: E402
 from dsi_ref.backends.torch_session import Session  # noqa: E402
 from dsi_ref.base.errors import BackendError, InvalidParameterError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
@@ -229,3 +229,18 @@ def test_bench_refuses_a_rule_of_the_other_kind(extra: list[str],
     assert main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
                  "cpu", *extra]) == 2
     assert "rule" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_engine_tree_commits_the_reference_tokens_on_a_larger_vocabulary() -> None:
+    """V = 512: the numpy rules' draws and top-k on wider rows (random tiny weights)."""
+    shape = {"shared_rank": 8, "shared_scale": 6.0, "shared_seed": 3, "max_seq_len": 64}
+    target = TorchLM(ModelConfig(512, 32, 2, 4, 64, name="t512", **shape),  # type: ignore[arg-type]
+                     seed=0, eos=EOS)
+    drafter = TorchLM(ModelConfig(512, 16, 1, 2, 32, name="d512", **shape),  # type: ignore[arg-type]
+                      seed=1, eos=EOS)
+    with Engine(target, drafter) as engine:
+        for verify in TREE_VERIFY_RULES:
+            for tree in ((2, 2, 1), (3, 1)):
+                for seed in range(3):
+                    _same((target, drafter), engine, tree, verify, seed, 10)

@@ -4,7 +4,10 @@ A `Session` owns one KV cache (and on CUDA one stream and its CUDA graphs); seve
 one model's weights, e.g. one per DSI target server, and sessions on different threads run
 concurrently on one GPU. A `BatchedSession` holds the ``SP`` = ``sp_degree`` target servers of
 DSI as the rows of one static cache, so that one forward serves every server with work. A forward
-is split into layer segments, between which it can be preempted (``rows_unless``).
+is split into layer segments, between which it can be preempted (``rows_unless``). A `Session`
+also scores a token tree in one forward (``tree_rows``: the nodes after the prefix in the cache,
+a tree attention mask) and compacts the path a later context follows (tree speculation,
+`dsi_ref.backends.engine_tree`).
 
 `SessionLike` and `BackendLM` are the protocols the engine and the measurements run on: what they
 need of a session and of a model (`dsi_ref.backends.torch_model.TorchLM`, or the Hugging Face
