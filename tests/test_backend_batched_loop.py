@@ -185,3 +185,27 @@ def test_the_profile_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "forward (device busy)" in out and "predicted DSI/SI" in out
     assert (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run) == seams
+
+
+def test_a_failing_forward_is_raised_in_the_run_and_the_next_run_works(
+        pair: tuple[TorchLM, TorchLM]) -> None:
+    target, drafter = pair
+    with Engine(target, drafter, batched=True) as engine:
+        session = engine.batched_server(2).session
+        plain = session.rows_batch
+        calls = 0
+
+        def failing(jobs: Any, cancelled: Any = None) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 3:          # the prefill, a first forward, then a failure
+                raise RuntimeError("device lost")
+            return plain(jobs, cancelled)
+
+        session.rows_batch = failing  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match="device lost"):
+            engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=2, verify="greedy")
+        session.rows_batch = plain  # type: ignore[method-assign]
+        real = engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=2, verify="greedy")
+        assert real.tokens == dr.autoregressive(target, PROMPT, N, dr.Sampler(0),
+                                                greedy=True).tokens

@@ -152,8 +152,10 @@ class _BatchedDSI(_WallClockDSI):
             self.batched_forwards += rows > 0
             self.batched_rows += rows
             for item in results:
-                if self.error is not None:
-                    self.in_flight -= 1    # after an error: only counted
+                if self.error is not None or self.done:
+                    self.in_flight -= 1    # after an error or the last commit: only counted
+                    if item[0] == "error" and self.error is None:
+                        self.error = item[2]
                     continue
                 try:
                     self.handle_result(item)
@@ -207,13 +209,16 @@ class _BatchedDSI(_WallClockDSI):
                         self.events += 1
                         self.finish_draft(d)
             with self.lock:
-                latency = self.now
-                while self.in_flight:     # let the forwards in flight end before the next run
-                    self.lock.wait()
+                latency = self.now        # the last commit (later results are only counted)
                 if self.error is not None:
                     raise self.error
         finally:
+            with self.lock:               # let the forwards in flight end before the next run
+                while self.in_flight and self.server.thread.is_alive():
+                    self.lock.wait(0.1)
             self.server.handler = None
+        if self.error is not None:
+            raise self.error
         return self.summary(latency, forwards=self.batched_forwards,
                             batched_rows=self.batched_rows,
                             committer_us=round(self.committer_seconds * 1e6))
