@@ -78,15 +78,28 @@ TieRule = Literal["first", "last", "uniform"]
 TIE_RULES: tuple[TieRule, ...] = ("first", "last", "uniform")
 
 
+#: ``(1, ..., 1)`` per number of options (`_UniformTies.choose`).
+_EQUAL_WEIGHTS: dict[int, tuple[Fraction, ...]] = {}
+
+
 class _UniformTies:
     """``rng`` with every ``choose`` made a uniform draw (the ``"uniform"`` tie rule): the exact
     engine takes it as a probabilistic choice, a sampler as a fair die."""
 
     def __init__(self, rng: Any) -> None:
         self._rng = rng
+        # the draws a decoder makes at every step, bound once (not through ``__getattr__``)
+        for name in ("categorical", "bernoulli", "uniform", "merge_point", "resume_point"):
+            method = getattr(rng, name, None)
+            if method is not None:
+                setattr(self, name, method)
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
-        index: int = self._rng.categorical([Fraction(1)] * len(options))
+        count = len(options)
+        weights = _EQUAL_WEIGHTS.get(count)
+        if weights is None:  # one tuple per count: the engine caches a row's options by identity
+            weights = _EQUAL_WEIGHTS[count] = (Fraction(1),) * count
+        index: int = self._rng.categorical(weights)
         return options[index]
 
     def __getattr__(self, name: str) -> Any:

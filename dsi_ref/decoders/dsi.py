@@ -383,15 +383,15 @@ class DSIRun:
         now = self.now
 
         def task(t: Task) -> tuple[object, ...]:
-            return (t.first, t.last, t.context, t.frontier, t.submitted - now, t.server,
-                    None if t.start is None else t.start - now,
-                    None if t.end is None else t.end - now)
+            return (t.first, t.last, t.context, t.frontier, _since(t.submitted, now), t.server,
+                    None if t.start is None else _since(t.start, now),
+                    None if t.end is None else _since(t.end, now))
 
         drafting = self.drafting
         waiting = self.frontier_waiting
         return (tuple(self.committed), tuple(self.drafts), self.window_start,
-                None if drafting is None else (drafting.position, drafting.start - now,
-                                               drafting.end - now, drafting.token),
+                None if drafting is None else (drafting.position, _since(drafting.start, now),
+                                               _since(drafting.end, now), drafting.token),
                 tuple([task(t) for t in self.tasks]), tuple([task(t) for t in self.queue]),
                 None if waiting is None else task(waiting),
                 tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()))
@@ -503,6 +503,19 @@ class DSIRun:
             return self._state((self.done, (), (), ()), ("trace", self._trace_key.of(self.trace))
                                if self.cfg.record else None)
         return self.state()
+
+def _since(time: Time, now: Time) -> object:
+    """``time − now`` as a value for a merge state: for two `Fraction` s the difference in lowest
+    terms as ``(numerator, denominator)`` (equal pairs for equal differences, without building a
+    `Fraction`, which costs most of a relative state), else the difference itself."""
+    if type(time) is Fraction and type(now) is Fraction:
+        a, b = time.as_integer_ratio()
+        c, d = now.as_integer_ratio()
+        num, den = (a - c, b) if b == d else (a * d - c * b, b * d)
+        g = math.gcd(num, den)
+        return num // g, den // g
+    return time - now
+
 
 #: The parts a `DSIRun` is built on (`DSIRun.own_state`).
 _FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule")
