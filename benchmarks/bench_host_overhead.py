@@ -190,13 +190,15 @@ Rows = Sequence[object]
 
 
 def _window_run(rule: Rule, rows_q: Rows, rows_p: Rows, lookahead: int, n: int,
-                seed: int) -> tuple[list[int], float]:
+                seed: int) -> tuple[list[int], float, int]:
     """Windows of ``lookahead`` drafts (``rule.draft``) decided by `decide_window`, and a bonus
-    after a fully accepted window, until ``n`` tokens: the tokens and the seconds in the rule.
+    after a fully accepted window, until ``n`` tokens: the tokens (``>= n``), the seconds in
+    the rule and the windows decided.
     Position ``i`` of the run reads bank row ``i`` (``p`` and ``q`` at one position are related
     rows)."""
-    rng, tokens, spent = dr.Sampler(seed), [], 0.0
+    rng, tokens, spent, iterations = dr.Sampler(seed), [], 0.0, 0
     while len(tokens) < n:
+        iterations += 1
         at = len(tokens)
         rows = [(rows_q[(at + i) % len(rows_q)], rows_p[(at + i) % len(rows_p)])
                 for i in range(lookahead + 1)]
@@ -211,16 +213,18 @@ def _window_run(rule: Rule, rows_q: Rows, rows_p: Rows, lookahead: int, n: int,
         if len(decisions) == lookahead and decisions[-1].accepted:
             tokens.append(rule.bonus(rows[-1][1], rng, tuple(tokens)))  # type: ignore[attr-defined]
         spent += time.perf_counter() - began
-    return tokens[:n], spent
+    return tokens, spent, iterations
 
 
 def _tree_run(rule: TreeRule, rows_q: Rows, rows_p: Rows, tree: tuple[int, ...], n: int,
-              seed: int) -> tuple[list[int], float]:
+              seed: int) -> tuple[list[int], float, int]:
     """Iterations of tree speculation (children level by level, then `TreeRule.verify`) until
-    ``n`` tokens: the tokens and the seconds in the rule. Every node reads its own bank row
-    (``p`` and ``q`` of one node are related rows); the rows are handed out untimed."""
-    rng, tokens, spent, row = dr.Sampler(seed), [], 0.0, 0
+    ``n`` tokens: the tokens (``>= n``), the seconds in the rule and the iterations. Every
+    node reads its own bank row (``p`` and ``q`` of one node are related rows); the rows are
+    handed out untimed."""
+    rng, tokens, spent, row, iterations = dr.Sampler(seed), [], 0.0, 0, 0
     while len(tokens) < n:
+        iterations += 1
         root = TreeNode(None, tuple(tokens))
         level, nodes = [root], [root]
         for width in tree:
@@ -243,7 +247,7 @@ def _tree_run(rule: TreeRule, rows_q: Rows, rows_p: Rows, tree: tuple[int, ...],
         verdict = rule.verify(root, rng, None)
         spent += time.perf_counter() - began
         tokens += [*verdict.path, *([] if verdict.last is None else [verdict.last])]
-    return tokens[:n], spent
+    return tokens, spent, iterations
 
 
 def rule_costs(target: InstantLM, drafter: InstantLM, window_rules: list[str],
@@ -268,7 +272,7 @@ def rule_costs(target: InstantLM, drafter: InstantLM, window_rules: list[str],
     print(f"rules alone (drafting + verification), vocabulary {args.vocab}, lookahead "
           f"{args.lookahead}, tree {tree}; {args.runs} runs; milliseconds per token (median): "
           f"numpy x {args.tokens} tokens, reference x {args.reference_tokens} tokens")
-    jobs: dict[str, tuple[Callable[..., tuple[list[int], float]], object, object, object]] = {}
+    jobs: dict[str, tuple[Callable[..., tuple[list[int], float, int]], object, object, object]] = {}
     for name in window_rules:
         jobs[name] = (_window_run, vectorised_rule(name),  # type: ignore[arg-type]
                       as_rule(name), args.lookahead)  # type: ignore[arg-type]
@@ -278,19 +282,22 @@ def rule_costs(target: InstantLM, drafter: InstantLM, window_rules: list[str],
     for label, (run, fast, reference, shape) in jobs.items():
         fast_ms: list[float] = []
         ref_ms: list[float] = []
-        same = True
+        same, committed, iterations = True, 0, 0
         run(fast, fast_q, fast_p, shape, 8, 0)                  # warm-up
         for seed in range(1, args.runs + 1):
-            tokens, spent = run(fast, fast_q, fast_p, shape, args.tokens, seed)
+            tokens, spent, count = run(fast, fast_q, fast_p, shape, args.tokens, seed)
             fast_ms.append(spent / len(tokens) * 1e3)
-            ref_tokens, ref_spent = run(reference, ref_q, ref_p, shape, args.reference_tokens,
-                                        seed)
+            committed, iterations = committed + len(tokens), iterations + count
+            ref_tokens, ref_spent, _ = run(reference, ref_q, ref_p, shape,
+                                           args.reference_tokens, seed)
             ref_ms.append(ref_spent / len(ref_tokens) * 1e3)
-            same &= tokens[:len(ref_tokens)] == ref_tokens
+            shared = min(len(tokens), len(ref_tokens))
+            same &= tokens[:shared] == ref_tokens[:shared]
         fast_median, ref_median = statistics.median(fast_ms), statistics.median(ref_ms)
         print(f"  {label:30s} numpy {fast_median:7.3f} ms/token (min {min(fast_ms):.3f})   "
               f"reference {ref_median:8.2f} ms/token   speed-up {ref_median / fast_median:6.1f}x"
-              f"   same tokens: {'yes' if same else 'NO'}", flush=True)
+              f"   {committed / iterations:.2f} tokens per iteration   "
+              f"same tokens: {'yes' if same else 'NO'}", flush=True)
 
 
 def _runners(engine: Engine, prompt: tuple[int, ...], verify: str,
