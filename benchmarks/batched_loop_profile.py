@@ -286,27 +286,32 @@ def _profile(args: argparse.Namespace, target: Any, drafter: Any, rec: list[Reco
         print(f"  {'committer handling results (total)':<46} {mean['committer_ms']:9.2f} ms")
         print(f"  forwards {mean['forwards']:.1f}, tasks/forward {mean['tasks_per_forward']:.2f}, "
               f"frontier+verify together {100 * mean['frontier_and_verify']:.0f} %")
-        a, ratio = accepted / max(1, decided), si_mean / mean["ms_per_token"]
+        a, dsi_ms = accepted / max(1, decided), mean["ms_per_token"]
         if measured is not None:
             print(f"  measured costs (ms): TPOT {measured.tpot_ms:.3f}, window "
                   f"{measured.verify_ms:.3f}, batched " + ", ".join(
                       f"{b}: {ms:.3f}" for b, ms in sorted(measured.batched_ms.items())) +
                   f", drafter {measured.drafter_ms:.3f} (x{measured.drafter_beside:.2f} "
                   "beside a batched forward)")
-            _predict(measured, args, sp, a, ratio)
+            _predict(measured, args, sp, a, si_mean, dsi_ms)
         else:   # the synthetic costs: the drafter is never slowed down
             plain = H100_LLAMA7B
             _predict(BatchedCosts(plain.tpot_ms, plain.verify_ms, plain.batched_ms,
                                   plain.drafter_ms, 1.0, plain.lookahead, "the synthetic costs"),
-                     args, sp, a, ratio)
+                     args, sp, a, si_mean, dsi_ms)
 
 
 def _predict(costs: BatchedCosts, args: argparse.Namespace, sp: int, a: float,
-             measured: float) -> None:
-    """The rounds model's DSI/SI for ``costs`` and acceptance ``a``, beside the measurement."""
-    value = predict(costs, a, sp, args.new_tokens, args.lookahead).dsi_over_si
-    print(f"  predicted DSI/SI (rounds model, {costs.source}, a={a:.3f}): {value:.3f}; "
-          f"measured / predicted {measured / value:.3f}")
+             si_ms: float, dsi_ms: float) -> None:
+    """The rounds model's SI and DSI ms/token and DSI/SI for ``costs`` and acceptance ``a``,
+    beside the measured ones (``--scale`` applied to the synthetic costs)."""
+    p = predict(costs, a, sp, args.new_tokens, args.lookahead)
+    scale = float(args.scale) if args.sleep else 1.0
+    print(f"  predicted (rounds model, {costs.source}, a={a:.3f}): SI {p.si_ms * scale:.3f}, "
+          f"DSI {p.dsi_ms * scale:.3f} ms/token, DSI/SI {p.dsi_over_si:.3f}; measured / "
+          f"predicted time: SI {si_ms / (p.si_ms * scale):.3f}, DSI "
+          f"{dsi_ms / (p.dsi_ms * scale):.3f}; DSI/SI measured / predicted "
+          f"{si_ms / dsi_ms / p.dsi_over_si:.3f}")
 
 
 def _mean_ms(call: Callable[[], object], reps: int) -> float:
