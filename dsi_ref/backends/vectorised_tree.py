@@ -22,12 +22,12 @@ the reference's pure-Python one on the same rows:
   from block maxima, then a sort by value and id), the reference's tie rule.
 
 Scalars read from a row are ``np.float64`` (a Python float from a `_Law`): the same IEEE numbers
-in the inherited scalar steps (``min(1, p'(x)/q(x))``, ``α``). Two edges differ, neither
-reachable from probability rows: a drafted token whose normalised proposal underflows to 0 (a
-subnormal weight) makes the reference's Python division raise ``ZeroDivisionError`` where
-numpy gives ``inf`` (so ``α = 1``), and a draw from finite weights whose sum overflows is
-refused by ``rng.categorical`` but not here. The rows are read as floats: a `Fraction` row is
-rounded to float64 (use the reference rules for exact rows).
+in the inherited scalar steps (``min(1, p'(x)/q(x))``, ``α``). Two edges differ (a token of
+probability below 1e-308 drawn; a sum above 1e308): a drafted token whose normalised proposal
+underflows to 0 (a subnormal weight) makes the reference's Python division raise
+``ZeroDivisionError`` where numpy gives ``inf`` (so ``α = 1``), and a draw from finite weights
+whose sum overflows is refused by ``rng.categorical`` but not here. The rows are read as floats:
+a `Fraction` row is rounded to float64 (use the reference rules for exact rows).
 """
 
 from __future__ import annotations
