@@ -94,6 +94,22 @@ def test_one_forward_carries_everything_ready_when_the_device_frees() -> None:
                       [("done", 3)]]
 
 
+def test_a_stopped_server_serves_what_is_left_then_ends() -> None:
+    session = _GatedSession()
+    outbox: queue.Queue[Any] = queue.Queue()
+    server = _BatchedServer(session, outbox, set())  # type: ignore[arg-type]
+    server.inbox.put((0, _job(0, frontier=True)))
+    assert session.started.get(timeout=30) == 1
+    for item in ((1, _job(1)), (1, _job(2)), None):    # a row's two tasks, then stop
+        server.inbox.put(item)
+    for _ in range(3):
+        session.release.put(None)
+    server.thread.join(30)
+    assert not server.thread.is_alive()
+    assert session.calls == [[0], [1], [1]]
+    assert [outbox.get_nowait()[1].id for _ in range(3)] == [0, 1, 2]   # no handler: outbox
+
+
 @pytest.fixture(scope="module")
 def pair() -> tuple[TorchLM, TorchLM]:
     return build_pair()

@@ -1,8 +1,8 @@
 """DSI's target servers as the rows of one batched forward on one device (``Engine(batched=True)``).
 
-The loop, stated (docs/gpu-backend.md, "The batched loop"): one thread owns the device. Whenever
-it is free, one forward takes *every* task submitted and not preempted at that moment — the
-frontier task and every verification window that has a server — one per server row, without
+The loop, stated (docs/gpu-backend.md, "One GPU, batched servers"): one thread owns the device.
+Whenever it is free, one forward takes *every* task submitted and not preempted at that moment —
+the frontier task and every verification window that has a server — one per server row, without
 waiting for a full batch and without fixed rounds. When the forward ends, its results are handed
 to the committer **in the same thread, before the next forward is gathered**: the tasks the
 committer submits on them (the next frontier task, a queued window that gets the freed server)
@@ -56,14 +56,17 @@ class _BatchedServer:
 
     def _serve(self) -> None:
         deferred: list[tuple[int, _Job]] = []
+        stop = False                              # told to stop: serve what is left, then end
         while True:
             items, deferred = deferred, []
             if not items:
+                if stop:
+                    return
                 first = self.inbox.get()          # the device is free: wait for a task
                 if first is None:
                     return
                 items.append(first)
-            stop = self._drain(items)
+            stop = self._drain(items) or stop
             batch: dict[int, _Job] = {}
             results: list[Result] = []
             for slot, job in items:
@@ -76,8 +79,6 @@ class _BatchedServer:
             if batch:
                 results += self._forward(batch)
             self._hand_over(results)
-            if stop and not deferred:
-                return
 
     def _drain(self, items: list[tuple[int, _Job]]) -> bool:
         """Add every task submitted so far to ``items``; whether the server was told to stop."""
