@@ -60,7 +60,8 @@ def pair() -> tuple[TorchLM, TorchLM]:
 
 @pytest.fixture(scope="module")
 def engine(ray_local: None, pair: tuple[TorchLM, TorchLM]) -> Iterator[RayEngine]:
-    eng = RayEngine(*pair)
+    # no replacement of killed actors: one costs seconds (tests/test_backend_ray_recovery.py)
+    eng = RayEngine(*pair, max_replacements=0)
     eng.servers(3)
     yield eng
     eng.close()
@@ -205,17 +206,14 @@ def test_a_server_killed_mid_run_leaves_the_run_correct(
         engine.dsi(PROMPT, N, dr.Sampler(4), lookahead=2, sp_degree=3, verify="exact_match")
     assert engine.dead == {killed}             # the death was seen: a call was lost, sent again
     assert killed not in engine.slots          # its slot moved to a live actor
-    assert engine.recover() == 3               # a replacement (built from the spec) took it
-    assert engine.home[2] == engine.slots[2] not in {killed, *engine.slots[:2]}
     monkeypatch.undo()
-    for seed in range(2):   # rejection, with the replacement: the reference decisions
+    for seed in range(2):   # rejection, on the two remaining actors: the reference decisions
         real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3)
         assert list(real.tokens) == _replay(target, drafter, real, seed)
 
 
 def test_every_server_killed_is_a_named_error(engine: RayEngine,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "max_replacements", 0)     # as before replacements
     _kill_at(engine, monkeypatch, 3, (0, 1, 2))
     with pytest.raises(ServerLostError, match="every target-server actor died"):
         engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=3, verify="exact_match")
