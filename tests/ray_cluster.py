@@ -82,7 +82,7 @@ class RayCluster:
     def env(self, token: str | None = None, **extra: str) -> dict[str, str]:
         """An environment that joins this cluster with ``token`` (default: its own)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-        env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token or self.token, **extra)
+        env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token or self.token, **extra})
         return env
 
     def _start(self, args: list[str]) -> subprocess.Popen[bytes]:

@@ -144,7 +144,7 @@ def test_a_version_mismatch_names_both_versions() -> None:
 
 # -- a real cluster (slow) -----------------------------------------------------------------------
 _CONNECT = r'''
-import json, sys
+import json, sys, time
 import ray
 from dsi_ref.backends.ray_connect import connect
 from dsi_ref.base.errors import RayConnectionError
@@ -154,11 +154,13 @@ if how == "old-ray":     # this process reports another Ray version to Ray's own
     import ray._private.utils as utils
     versions = utils.compute_version_info
     utils.compute_version_info = lambda: ("2.0.0", versions()[1])
+began = time.monotonic()
 try:
     connect(address, join_existing=how == "join", num_cpus=1, connect_timeout=5.0)
     print(json.dumps({"port": int(ray.get_runtime_context().gcs_address.rsplit(":", 1)[1])}))
 except RayConnectionError as error:
-    print(json.dumps({"cause": error.cause, "message": str(error)}))
+    print(json.dumps({"cause": error.cause, "message": str(error),
+                      "seconds": time.monotonic() - began}))
 '''
 
 
@@ -185,11 +187,16 @@ def test_no_address_starts_a_private_ray_even_with_a_cluster_here(cluster: Any) 
 
 
 @pytest.mark.slow
-def test_a_wrong_token_is_an_auth_error(cluster: Any) -> None:
-    out = _connect(cluster, cluster.address, "address", token="0" * 32)
-    assert out["cause"] == "auth", out
-    assert "rejected this process's token" in out["message"] and "RAY_AUTH_TOKEN" in out["message"]
-    assert "\n" not in out["message"]
+def test_a_wrong_or_missing_token_is_an_auth_error(cluster: Any) -> None:
+    wrong = _connect(cluster, cluster.address, "address", token="0" * 32)
+    assert wrong["cause"] == "auth", wrong
+    assert "rejected this process's token" in wrong["message"]
+    none = _connect(cluster, cluster.address, "address", RAY_AUTH_MODE="disabled")
+    assert none["cause"] == "auth", none
+    assert "this process sent none" in none["message"]
+    for out in (wrong, none):
+        assert "RAY_AUTH_TOKEN" in out["message"] and "\n" not in out["message"]
+        print(f"{out['message']} ({out['seconds']:.2f} s)")
 
 
 @pytest.mark.slow
@@ -199,3 +206,4 @@ def test_another_ray_version_is_a_version_error(cluster: Any) -> None:
     assert out["cause"] == "version", out
     assert f"the cluster runs Ray {ray.__version__}" in out["message"]
     assert "this process Ray 2.0.0" in out["message"]
+    print(f"{out['message']} ({out['seconds']:.2f} s)")

@@ -12,10 +12,12 @@ instead of Ray's own long retries. `classify` reads the cause out of Ray's excep
 
 from __future__ import annotations
 
+import importlib
 import numbers
 import os
 import re
 import socket
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -156,6 +158,28 @@ def _summary(error: BaseException, cause: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
+def _check_token(address: str, timeout: float) -> None:
+    """Raise the ``auth`` `RayConnectionError` at once when the head at ``address`` (a GCS,
+    ``host:port``) rejects this process's token. A Ray client of the GCS learns it in
+    milliseconds, but ``ray.init`` retries 20 times, a second apart, before it says only
+    ``Failed to connect``. Any other outcome (or none within ``timeout``) is left to
+    ``ray.init``."""
+    client = importlib.import_module("ray._raylet").GcsClient    # Ray's own client, its token
+    failure: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            client(address=address)
+        except Exception as error:       # classified below
+            failure.append(error)
+
+    thread = threading.Thread(target=attempt, name="dsi-ref-ray-token-check", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if failure and classify(failure[0]) == "auth":
+        raise _fail("auth", address, _summary(failure[0], "auth")) from failure[0]
+
+
 def connect(address: str | None = None, *, num_cpus: int | None = None,
             connect_timeout: float = 10.0, join_existing: bool = False,
             runtime_env: dict[str, Any] | None = None) -> bool:
@@ -184,7 +208,10 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
     if address == "local":
         address = None
     if address is not None and address != "auto":
+        began = time.monotonic()
         _probe(address, connect_timeout)
+        if "://" not in address:          # a GCS (ray:// is a Ray Client server)
+            _check_token(address, max(0.1, connect_timeout - (time.monotonic() - began)))
     if ray.is_initialized():
         return False
     try:
