@@ -96,10 +96,13 @@ def _run_until_lost(engine: RayEngine, target: TorchLM, lost: int) -> dict[str, 
     return totals
 
 
+# server_cpus=0.6: 3 servers reserve 1.8 of Ray's 2 CPUs, so the replacement is placed only
+# once the lost actor's placement group was removed
+@pytest.mark.parametrize("server_cpus", [0.0, 0.6])
 def test_a_killed_server_is_replaced(ray_local: None, pair: tuple[TorchLM, TorchLM],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                     monkeypatch: pytest.MonkeyPatch, server_cpus: float) -> None:
     target, _ = pair
-    with _engine(pair) as engine:
+    with _engine(pair, server_cpus=server_cpus) as engine:
         killed = engine.slots[1]
         _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(1), no_restart=True))
         totals = _run_until_lost(engine, target, 1)
