@@ -199,7 +199,7 @@ def test_the_profile_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert profile.main(["--sleep", "--scale", "0.05", "--new-tokens", "8", "--runs", "1",
                          "--sp-degree", "2"]) == 0
     out = capsys.readouterr().out
-    assert "forward (device busy)" in out and "predicted DSI/SI" in out
+    assert "forward (device busy)" in out and "DSI/SI measured / predicted" in out
     assert (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run) == seams
 
 
