@@ -217,3 +217,7 @@ def test_the_predicted_h100_table_in_the_docs_is_current() -> None:
     assert page[page.index(start) + len(start):page.index(end)] == table()
     two, four = (predict(H100_LLAMA7B, 0.768, sp) for sp in (2, 4))
     assert two.dsi_over_si < four.dsi_over_si      # more windows per forward with more rows
+    # the prose quotes the table
+    x, y = f"{two.dsi_over_si:.2f}", f"{four.dsi_over_si:.2f}"
+    assert f"**{x} × SI (SP 2) and {y} × SI (SP 4)**" in page
+    assert f"DSI/SI ({x} at SP 2, {y} at SP 4)" in page
