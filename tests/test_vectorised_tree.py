@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -94,6 +95,16 @@ def test_every_rule_decides_like_the_reference_on_short_rows(
     rows_q, rows_p = banks
     for name in TREE_VERIFY_RULES:
         _same(name, rows_q, rows_p, widths, seed, context, eos)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(banks=_banks(), widths=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+       seed=st.integers(0, 2 ** 32))
+def test_laws_computed_when_first_read_decide_alike_on_short_rows(
+        banks: tuple[np.ndarray, np.ndarray], widths: list[int], seed: int) -> None:
+    with mock.patch("dsi_ref.backends.vectorised_tree._LAZY", 1):   # every law lazy
+        for name in TREE_VERIFY_RULES:
+            _same(name, *banks, widths, seed)
 
 
 def _softmax_banks(gen: np.random.Generator, vocab: int, count: int
