@@ -207,3 +207,17 @@ def test_another_ray_version_is_a_version_error(cluster: Any) -> None:
     assert f"the cluster runs Ray {ray.__version__}" in out["message"]
     assert "this process Ray 2.0.0" in out["message"]
     print(f"{out['message']} ({out['seconds']:.2f} s)")
+
+
+@pytest.mark.slow   # 3 s: torch and the tiny models
+def test_bench_on_a_closed_port_prints_one_line_naming_the_cause(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    from dsi_ref.cli import main
+    address = f"127.0.0.1:{_free_port()}"
+    code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
+                 "cpu", "--new-tokens", "4", "--prompts", "1", "--prompt-len", "3",
+                 "--backend", "ray", "--ray-address", address])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"cannot join Ray at '{address}': refused" in err[-1]
