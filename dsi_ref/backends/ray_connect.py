@@ -190,8 +190,9 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
             a ``ray start`` cluster runs on this machine or ``RAY_ADDRESS`` is set;
             ``"host:port"`` / ``"ray://host:port"`` joins that cluster (probed first: nothing
             answering within ``connect_timeout`` seconds is a `RayConnectionError`);
-            ``"auto"`` joins the cluster of this machine (``RAY_ADDRESS``, else the latest
-            ``ray start``).
+            ``"auto"`` joins the cluster of this machine, as Ray finds it: ``RAY_ADDRESS``, else
+            the latest ``ray start``, else the one Ray GCS process running here (which may be
+            another program's in-process Ray); ``"local"`` is ``None``.
         num_cpus: CPUs of a local Ray (ignored when joining).
         connect_timeout: seconds to wait for an address to answer.
         join_existing: with no ``address``, join the cluster of this machine (``"auto"``)

@@ -405,7 +405,8 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "start a private Ray in this process, even if a cluster runs here)")
     p.add_argument("--ray-join", action="store_true",
                    help="with --backend ray and no --ray-address: join the Ray cluster of this "
-                   "machine (RAY_ADDRESS, else the latest `ray start`) instead")
+                   "machine instead (RAY_ADDRESS, else the latest `ray start`, else the one Ray "
+                   "running here)")
     p.add_argument("--ray-gpus", type=float, default=0.0, metavar="G",
                    help="with --backend ray: GPUs per server actor (0.25: four share one GPU)")
     p.add_argument("--ray-ship", default="auto", choices=("auto", "spec", "pickle"),
