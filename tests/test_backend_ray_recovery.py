@@ -28,7 +28,12 @@ ray = pytest.importorskip("ray")
 from test_backend_exec_equivalence import PROMPT, N  # noqa: E402
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.ray import RayEngine, ServerLostError, connect  # noqa: E402
+from dsi_ref.backends.ray import (  # noqa: E402
+    RayEngine,
+    ServerLostError,
+    UnschedulableError,
+    connect,
+)
 from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -164,3 +169,29 @@ def test_a_frozen_server_is_replaced(ray_local: None, pair: tuple[TorchLM, Torch
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pids[0], signal.SIGCONT)
+
+
+def test_an_unplaceable_replacement_is_dropped_then_a_named_error(
+        ray_local: None, pair: tuple[TorchLM, TorchLM],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    target, _ = pair
+    with _engine(pair, server_cpus=0.1, schedule_timeout=1.0) as engine:
+        # from now on a server asks for more CPUs than Ray has: no replacement can be placed
+        monkeypatch.setattr(engine, "_bundle", lambda: {"CPU": 64.0})
+        _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(0), no_restart=True))
+        _run_until_lost(engine, target, 1)              # the run goes on with the live two
+        engine.recover(timeout=60.0)                    # each replacement dropped after 1 s
+        assert engine.replaced == SP and not engine.joining   # the budget, spent on them
+        assert len(engine.live_actors()) == SP - 1
+    with _engine(pair, server_cpus=0.1, schedule_timeout=1.0) as engine:
+        monkeypatch.setattr(engine, "_bundle", lambda: {"CPU": 64.0})
+
+        def kill_all() -> None:
+            for slot in range(SP):
+                ray.kill(engine.actor_for(slot), no_restart=True)
+
+        _at_call(engine, monkeypatch, 3, kill_all)
+        with pytest.raises(UnschedulableError, match="no Ray node can host a replacement"):
+            for seed in range(2):
+                engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=SP,
+                           verify="exact_match", timeout=60.0)

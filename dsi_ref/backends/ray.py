@@ -9,7 +9,11 @@ moved into Ray actors; everything else is inherited:
   in the driver (the calling process); non-SI and SI run there too, as in `Engine`.
 * Each of the ``SP`` target servers is a Ray actor (`_TargetServer`) with its own copy of the
   target model and its own session (KV cache), on its own device (``num_gpus`` per actor, a
-  fraction to share one GPU).
+  fraction to share one GPU). The actor builds its copy from the target's `ModelSpec` (a
+  preset with its seed and dtype, or a checkpoint path: ``ship="spec"``, the default when the
+  target has one), so no weights cross the object store; ``ship="pickle"`` sends a pickled copy
+  instead. Given a `ModelSpec`, the driver's target is a `LazyLM`, built only if a forward needs
+  it here (non-SI, SI): a DSI-only driver never holds the target's weights.
 * A task is a call ``rows(tokens, count)`` on its server's actor. Preemption is `ray.cancel` of
   that call: a queued call never runs; a running one stops at the next layer segment (the actor
   checks ``is_canceled()`` between segments, as a thread server checks its flag). The result of
@@ -18,7 +22,11 @@ moved into Ray actors; everything else is inherited:
 * Faults. A call whose actor died (`ray.kill`, a lost node) is *lost*: it produced no rows, so
   nothing it computed can be committed. A lost task still wanted (not preempted) is sent again,
   with the same tokens, to a live actor, which gives the same rows (the same weights); its
-  server slot moves to that actor. With no live actor left the run raises `ServerLostError`.
+  server slot moves to that actor. A lost actor is *replaced* while ``max_replacements``
+  lasts (default ``SP``): a new actor, built from the spec while the run goes on, takes back
+  the lost actor's slots at its first answer (`RayEngine.admit`, `RayEngine.recover`). With no
+  live actor left the run waits for a replacement still building, else raises
+  `ServerLostError`.
 * Deadlines (no wait is unbounded). A server with calls in flight must answer one of them
   within the per-task deadline (``task_timeout``; by default ``task_timeout_factor`` times the
   slowest forward seen, at least ``task_timeout_floor`` seconds) counted from its last reply
@@ -200,7 +208,8 @@ class RayEngine(Engine):
         self.home: list[int] = []           # server slot -> the actor it belongs to
         self.dead: set[int] = set()
         self.answered: set[int] = set()     # actors that answered a call (built their model)
-        self.joining: dict[int, tuple[Any, float]] = {}  # replacement -> (probe, sent at)
+        # replacement -> (its first call, sent at, its placement group's ready() or None)
+        self.joining: dict[int, tuple[Any, float, Any]] = {}
         self.replaced = 0                   # replacements started
         self.slowest_forward = 0.0          # seconds, over every reply seen
         self._groups: dict[int, Any] = {}   # actor -> its placement group
@@ -332,7 +341,9 @@ class RayEngine(Engine):
         if orphans and self.replaced < self.replacement_budget():
             self.replaced += 1
             index = self._new_actor(replacement=True)
-            self.joining[index] = (self.actors[index].pid.remote(), time.monotonic())
+            group = self._groups.get(index)
+            self.joining[index] = (self.actors[index].pid.remote(), time.monotonic(),
+                                   None if group is None else group.ready())
             for s in orphans:
                 self.home[s] = index
         usable = [i for i in dict.fromkeys([*self.slots, *self.home]) if i not in self.dead]
@@ -355,7 +366,7 @@ class RayEngine(Engine):
         budget lasts). Waits up to ``timeout`` seconds for a first answer."""
         if not self.joining:
             return
-        refs = {probe: index for index, (probe, _) in self.joining.items()}
+        refs = {probe: index for index, (probe, _, _) in self.joining.items()}
         done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
         for ref in done:
             index = refs[ref]
@@ -370,9 +381,34 @@ class RayEngine(Engine):
                 if owner == index:
                     self.slots[s] = index
         now = time.monotonic()
-        for index, (_, sent) in list(self.joining.items()):
+        for index, (probe, sent, placed) in list(self.joining.items()):
+            if placed is not None and now - sent >= self.schedule_timeout:
+                if not ray.wait([placed], timeout=0)[0]:
+                    self._unplaceable(index)
+                    continue
+                self.joining[index] = (probe, sent, None)      # placed
             if now - sent >= self.start_timeout:
                 self.lose_actor(index, frozen_after=self.start_timeout)
+
+    def admission_checks(self) -> list[float]:
+        """When `admit` must look at the replacements again (``time.monotonic``): a
+        replacement's ``schedule_timeout`` while its resources are not known to be reserved,
+        then its ``start_timeout``."""
+        return [sent + (self.schedule_timeout if placed is not None else self.start_timeout)
+                for _, sent, placed in self.joining.values()]
+
+    def _unplaceable(self, index: int) -> None:
+        """Replacement ``index``'s resources were not reserved within ``schedule_timeout``
+        (no node can host it now): it is lost; `UnschedulableError` when no actor is left."""
+        with contextlib.suppress(Exception):
+            ray.kill(self.actors[index], no_restart=True)
+        try:
+            self.lose_actor(index)
+        except ServerLostError:
+            bundle = ", ".join(f"{v:g} {k}" for k, v in self._bundle().items())
+            raise UnschedulableError(
+                f"every target-server actor was lost, and no Ray node can host a replacement "
+                f"asking for {bundle} within {self.schedule_timeout:g} s") from None
 
     def recover(self, timeout: float | None = None) -> int:
         """Wait for the replacements still building (up to ``timeout`` seconds, by default

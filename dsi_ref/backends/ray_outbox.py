@@ -122,9 +122,10 @@ class _RayOutbox:
 
     def _budget(self) -> float:
         """Seconds until the next deadline: a server's (its per-task deadline, or
-        ``start_timeout`` for an actor that never answered), or the run's."""
+        ``start_timeout`` for an actor that never answered), a replacement's (`admit`), or the
+        run's."""
         ends = [self.since[call.actor] + self.engine.actor_deadline(call.actor)
-                for call in self.calls.values()]
+                for call in self.calls.values()] + self.engine.admission_checks()
         if self.deadline is not None:
             ends.append(self.deadline)
         return max(0.0, min(ends) - time.monotonic())
