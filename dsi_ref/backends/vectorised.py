@@ -82,7 +82,8 @@ def _rounding_bound(n: int, total: float) -> float:
 
 
 def sequential_sum(weights: np.ndarray) -> float:
-    """``sum(weights)`` as Python computes it: left to right (``np.cumsum`` is sequential)."""
+    """`dsi_ref.base.models.sequential_sum` of an array: left to right (``np.cumsum`` is
+    sequential)."""
     return float(np.cumsum(weights)[-1]) if len(weights) else 0.0
 
 

@@ -12,7 +12,7 @@ the model, the prefix and the problem.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
@@ -33,12 +33,27 @@ __all__ = [
     "Probs",
     "TableLM",
     "checked_probs",
+    "sequential_sum",
     "validate_probs",
 ]
 
 Number: TypeAlias = Fraction | float
 Prefix: TypeAlias = tuple[int, ...]
 Probs: TypeAlias = Sequence[Number]
+
+
+
+def sequential_sum(values: Iterable[Number]) -> Number:
+    """``Σ values`` added left to right from ``Fraction(0)``, on every Python version: exact for
+    `Fraction` s; for floats the plain sequential float sum (Python 3.12's built-in ``sum``
+    compensates float sums, so it could differ in the last bits from the engines' sequential
+    sums, `dsi_ref.backends.vectorised.sequential_sum`).
+
+    >>> sequential_sum([0.1, 0.2, 0.3]) == (0.1 + 0.2) + 0.3
+    True
+    """
+    return sum(values, Fraction(0))
+
 
 #: Largest |sum - 1| accepted for a float distribution.
 FLOAT_TOLERANCE = 1e-9

@@ -44,6 +44,7 @@ from typing import (
 import numpy as np
 
 from .errors import InvalidParameterError
+from .models import sequential_sum
 from .validate import check_bool, check_seed, is_int
 
 __all__ = ["SCHEDULER_POLICIES", "Key", "Randomness", "Sampler", "SchedulerPolicy", "check_bits",
@@ -192,7 +193,7 @@ def inverse_cdf(u: Any, weights: Sequence[Fraction | float]) -> int:
     2
     """
     check_weights(weights)
-    total = sum(weights)
+    total = sequential_sum(weights)
     last = max(i for i, w in enumerate(weights) if w > 0)
     cumulative: Fraction | float = 0
     for i, w in enumerate(weights):

@@ -74,7 +74,7 @@ from typing import Literal, NamedTuple, TypeAlias
 
 from ..base.errors import InvalidParameterError, NumericalError
 from ..base.latency import Latency
-from ..base.models import LanguageModel, Number, Prefix
+from ..base.models import LanguageModel, Number, Prefix, sequential_sum
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..base.validate import check_int
@@ -165,9 +165,8 @@ class TreeRule:
         return normalise(weights)
 
     def mass(self, weights: Row) -> Number:
-        """``Σ weights``, summed left to right from ``Fraction(0)`` (exact for `Fraction` s; for
-        floats the plain sequential float sum, on every Python version)."""
-        return sum(weights, Fraction(0))
+        """``Σ weights`` (`sequential_sum`: left to right on every Python version)."""
+        return sequential_sum(weights)
 
     def excess(self, weight: Number, target: Row, proposal: Row) -> Row:
         """``(w · p' − q)+``: `weighted_residual` (``w = 1``: the residual ``(p' − q)+``)."""

@@ -47,10 +47,10 @@ drafts before position ``i`` (``ctx`` = the tokens before ``i``, ending with tho
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, NamedTuple, Protocol, TypeAlias, cast, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from ..base.errors import InvalidParameterError, NumericalError
-from ..base.models import Number
+from ..base.models import Number, sequential_sum
 from ..base.randomness import Randomness
 
 __all__ = [
@@ -121,7 +121,7 @@ def residual_row(weight: Number, target_probs: Sequence[Number], draft_probs: Se
     each residual once and hands the exact engine the same tuple each time."""
     if type(target_probs) is not tuple or type(draft_probs) is not tuple:
         row = _residual([weight * t for t in target_probs], draft_probs)
-        return row, cast(Number, sum(row))
+        return row, sequential_sum(row)
     key = (id(target_probs), id(draft_probs), type(weight), weight)
     hit = _RESIDUALS.get(key)
     if hit is None or hit[0] is not target_probs or hit[1] is not draft_probs:
@@ -130,7 +130,7 @@ def residual_row(weight: Number, target_probs: Sequence[Number], draft_probs: Se
         scaled = target_probs if type(weight) is int and weight == 1 else [
             weight * t for t in target_probs]
         remembered = tuple(_residual(scaled, draft_probs))
-        hit = (target_probs, draft_probs, remembered, cast(Number, sum(remembered)))
+        hit = (target_probs, draft_probs, remembered, sequential_sum(remembered))
         _RESIDUALS[key] = hit
     return hit[2], hit[3]
 
