@@ -55,6 +55,23 @@ def test_a_spec_builds_the_same_weights() -> None:
     assert np.array_equal(_rows(spec.build()), _rows(custom))
 
 
+def test_mapped_weights_are_the_drawn_ones(tmp_path: Path) -> None:
+    target, _ = build_pair()
+    path = str(tmp_path / "tiny.pt")
+    target.save_weights(path)
+    mapped = TorchLM("tiny-target", weights=path)
+    ours, theirs = target.model.state_dict(), mapped.model.state_dict()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    spec = mapped.spec()
+    assert spec.weights == path and np.array_equal(_rows(spec.build()), _rows(target))
+    with pytest.raises(BackendError, match=r"not torch\.float32"):
+        TorchLM("tiny-target", weights=path, dtype="fp32")
+    with pytest.raises(BackendError, match="do not fit tiny-drafter"):
+        TorchLM("tiny-drafter", weights=path)
+    with pytest.raises(BackendError, match="cannot map weights"):
+        TorchLM("tiny-target", weights=str(tmp_path / "none.pt"))
+
+
 def test_spec_errors_are_named() -> None:
     with pytest.raises(BackendError, match="exactly one of"):
         ModelSpec()

@@ -49,6 +49,8 @@ class ModelSpec:
         device: where a `TorchLM`'s weights are drawn, or a checkpoint is loaded.
         eos, bos: the special tokens (a checkpoint's default: its config's, as `CheckpointLM`).
         max_seq_len: a `TorchLM`'s ``max_seq_len`` override.
+        weights: a `TorchLM` weights file (`TorchLM.save_weights`) to memory-map instead of
+            drawing the weights: the server actors of one node share its pages.
     """
 
     preset: str | ModelConfig | None = None
@@ -59,6 +61,7 @@ class ModelSpec:
     eos: int | None = None
     bos: int | None = None
     max_seq_len: int | None = None
+    weights: str | None = None
 
     def __post_init__(self) -> None:
         if (self.preset is None) == (self.checkpoint is None):
@@ -85,7 +88,7 @@ class ModelSpec:
         assert self.preset is not None
         return TorchLM(self.preset, seed=self.seed, device=self.device, dtype=self.dtype,
                        eos=self.eos, bos=0 if self.bos is None else self.bos,
-                       max_seq_len=self.max_seq_len)
+                       max_seq_len=self.max_seq_len, weights=self.weights)
 
     def tokens(self) -> tuple[str, int, int | None, int]:
         """``(name, vocab_size, eos, bos)`` of the model, without building it (a checkpoint's

@@ -176,7 +176,7 @@ class Transformer(torch.nn.Module):
     key_positions: torch.Tensor   # [capacity] 0, 1, 2, ...
 
     def __init__(self, config: ModelConfig, *, seed: int, device: torch.device,
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype, draw: bool = True) -> None:
         super().__init__()
         self.config = config
         d, v, ff, layers = config.d_model, config.vocab_size, config.d_ff, config.n_layers
@@ -185,7 +185,8 @@ class Transformer(torch.nn.Module):
         def normal(*shape: int, std: float, generator: torch.Generator = gen,
                    dtype: torch.dtype = dtype) -> torch.nn.Parameter:
             t = torch.empty(*shape, device=device, dtype=dtype)
-            t.normal_(0.0, std, generator=generator)
+            if draw:          # else left unwritten, for load_state_dict(assign=True)
+                t.normal_(0.0, std, generator=generator)
             return torch.nn.Parameter(t, requires_grad=False)
 
         def ones(*shape: int) -> torch.nn.Parameter:
@@ -350,12 +351,15 @@ class TorchLM:
         max_seq_len: override the config's ``max_seq_len``.
         bos: the token prepended to every sequence (so the empty prefix has a distribution).
         graphs: CUDA graphs in the default session (default: on CUDA).
+        weights: a file of these weights written by `save_weights` (from the same config, seed
+            and dtype), memory-mapped instead of drawn: processes on one machine that load it
+            share its pages (the page cache) instead of a private copy each.
     """
 
     def __init__(self, config: ModelConfig | str, *, seed: int = 0,
                  device: str | torch.device = "cpu", dtype: torch.dtype | str = torch.float64,
                  eos: int | None = None, bos: int = 0, graphs: bool | None = None,
-                 max_seq_len: int | None = None) -> None:
+                 max_seq_len: int | None = None, weights: str | None = None) -> None:
         if isinstance(dtype, str):
             if dtype not in DTYPES:
                 raise BackendError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
@@ -380,10 +384,35 @@ class TorchLM:
         self.eos = eos
         self.bos = bos
         self.vocab_size = config.vocab_size
+        self.weights = weights
         with torch.inference_mode():
-            self.model = Transformer(config, seed=seed, device=device, dtype=dtype)
+            self.model = Transformer(config, seed=seed, device=device, dtype=dtype,
+                                     draw=weights is None)
+            if weights is not None:
+                self._map(weights, dtype)
         self._session: Session | None = None
         self._graphs = graphs
+
+    def _map(self, weights: str, dtype: torch.dtype) -> None:
+        """Memory-map ``weights`` (`save_weights`) as this model's parameters."""
+        try:
+            state = torch.load(weights, mmap=True, weights_only=True, map_location="cpu")
+        except (OSError, RuntimeError) as error:
+            raise BackendError(f"cannot map weights {weights}: {error}") from None
+        wrong = sorted({str(t.dtype) for t in state.values() if t.dtype != dtype})
+        if wrong:
+            raise BackendError(f"weights {weights} hold {', '.join(wrong)}, not {dtype}")
+        try:
+            self.model.load_state_dict(state, assign=True)
+        except RuntimeError as error:
+            raise BackendError(f"weights {weights} do not fit {self.config.name}: "
+                               f"{str(error).splitlines()[0]}") from None
+        if self.model.embed.device != torch.device(self._drawn_on):
+            self.model.to(self._drawn_on)
+
+    def save_weights(self, path: str) -> None:
+        """Write the weights to ``path`` (a torch file) for ``TorchLM(..., weights=path)``."""
+        torch.save(self.model.state_dict(), path)
 
     def __repr__(self) -> str:
         return f"TorchLM({self.name}, device={self.device}, dtype={self.dtype})"
@@ -415,7 +444,7 @@ class TorchLM:
             if PRESETS.get(self.config.name) == self.config else self.config
         dtype = next(name for name, value in DTYPES.items() if value == self.dtype)
         return ModelSpec(preset=preset, seed=self.seed, dtype=dtype, device=self._drawn_on,
-                         eos=self.eos, bos=self.bos)
+                         eos=self.eos, bos=self.bos, weights=self.weights)
 
     def replica(self, device: str | torch.device) -> TorchLM:
         """The same model with a copy of these weights on ``device`` (weights drawn on one
