@@ -94,7 +94,8 @@ def run_killed(engine, seed, calls):
 
 
 out = {}
-engine = engine_on_node2(start_timeout=90.0)
+# schedule_timeout: a replacement waits that long for a node to host it (the new node 2)
+engine = engine_on_node2(start_timeout=90.0, schedule_timeout=60.0)
 try:
     engine.servers(2)
     out["on_node2"], out["dsi_ref_files"] = placed(engine)
