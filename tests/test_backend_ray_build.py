@@ -64,7 +64,7 @@ def test_mapped_weights_are_the_drawn_ones(tmp_path: Path) -> None:
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
     spec = mapped.spec()
     assert spec.weights == path and np.array_equal(_rows(spec.build()), _rows(target))
-    with pytest.raises(BackendError, match=r"not torch\.float32"):
+    with pytest.raises(BackendError, match=r"torch\.float64 for torch\.float32"):
         TorchLM("tiny-target", weights=path, dtype="fp32")
     with pytest.raises(BackendError, match="do not fit tiny-drafter"):
         TorchLM("tiny-drafter", weights=path)

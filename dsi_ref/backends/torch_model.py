@@ -399,9 +399,12 @@ class TorchLM:
             state = torch.load(weights, mmap=True, weights_only=True, map_location="cpu")
         except (OSError, RuntimeError) as error:
             raise BackendError(f"cannot map weights {weights}: {error}") from None
-        wrong = sorted({str(t.dtype) for t in state.values() if t.dtype != dtype})
+        own = self.model.state_dict()
+        wrong = sorted({f"{t.dtype} for {own[k].dtype}" for k, t in state.items()
+                        if k in own and t.dtype != own[k].dtype})
         if wrong:
-            raise BackendError(f"weights {weights} hold {', '.join(wrong)}, not {dtype}")
+            raise BackendError(f"weights {weights} hold {', '.join(wrong)} (the model's dtype "
+                               f"is {dtype})")
         try:
             self.model.load_state_dict(state, assign=True)
         except RuntimeError as error:
