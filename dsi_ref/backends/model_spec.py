@@ -1,7 +1,9 @@
 """A model named by a small recipe instead of its weights: built where it runs (issue 26, item 1).
 
 A `ModelSpec` is a few hundred bytes that build a model: a `TorchLM` preset (or `ModelConfig`)
-with its seed and dtype, or a `CheckpointLM` directory that every machine can read. The Ray
+with its seed and dtype (its weights drawn, or memory-mapped from a file `TorchLM.save_weights`
+wrote, which the processes of one machine then share), or a `CheckpointLM` directory that every
+machine can read. The Ray
 backend sends the spec to each target-server actor, which builds its own copy; nothing as large
 as the weights crosses the object store. The same spec builds the same weights: a `TorchLM`
 draws them from its seed on ``device`` (a generator draws differently on CPU and on CUDA, so the
