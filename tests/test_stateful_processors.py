@@ -246,12 +246,12 @@ def _dsi(rule: str, lookahead: int) -> Callable[..., tuple[int, ...]]:
 def _lossless(decode: Callable[..., tuple[int, ...]], target: dr.LanguageModel,
               drafter: dr.LanguageModel, procs: list[StatefulProcessor],
               drafter_procs: list[StatefulProcessor], prompt: Prefix, n: int, rule: str,
-              slots: int) -> tuple[IncrementalLM, dr.LosslessReport]:
+              slots: int, merge: bool = True) -> tuple[IncrementalLM, dr.LosslessReport]:
     reference = recomputed(target, procs, prompt)
     t = incremental(target, procs, prompt, slots=slots)  # shared by every re-run of the program
     d = incremental(drafter, drafter_procs, prompt, slots=slots)
     report = dr.assert_lossless(lambda rng: decode(t, d, prompt, n, rng), reference, prompt, n,
-                                greedy=rule == "greedy")
+                                greedy=rule == "greedy", merge=merge)
     return t, report
 
 
@@ -290,13 +290,16 @@ def test_every_rule_is_lossless_for_a_grammar_and_a_penalty_with_forbidden_draft
         rule: str, decoder: str) -> None:
     """The drafter keeps no grammar and proposes token 1 again and again, which the grammar
     allows once: the target scores rows after forbidden drafts (outside the language) and rolls
-    them back on rejection."""
+    them back on rejection. SI is also enumerated plainly (``merge=False``): a resuming SI run
+    draws a draft only once the one before it is accepted, so it never scores a row after a
+    rejected draft, and only the plain run reaches the rollbacks."""
     target = dr.TableLM.random(V, 1, seed=31, zero_prob=0.0)
     drafter = dr.TableLM.context_free((F(1, 5), F(3, 5), F(1, 5)))
     decode = _si(rule, 2) if decoder == "speculative" else _dsi(rule, 2)
-    t, _ = _lossless(decode, target, drafter, _grammar_and_penalty(None),
-                     [PresencePenalty(F(1, 2))],
-                     (), 3, rule, 1 if decoder == "speculative" else 3)
+    for merge in ((True, False) if decoder == "speculative" else (True,)):
+        t, _ = _lossless(decode, target, drafter, _grammar_and_penalty(None),
+                         [PresencePenalty(F(1, 2))],
+                         (), 3, rule, 1 if decoder == "speculative" else 3, merge=merge)
     assert t.stats["rollbacks"] + t.stats["forks"] > 0   # drafts were rolled back
 
 
