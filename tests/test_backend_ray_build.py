@@ -1,11 +1,14 @@
 """Models built from a spec where they run (`dsi_ref.backends.model_spec`, issue 26 item 1).
 
-Default run (no Ray): a `ModelSpec` builds the same weights (float64 rows equal, computed the
-same way from the same weights), a checkpoint's spec reads its special tokens without loading
-it, `LazyLM` knows its vocabulary without building. Slow: `RayEngine`'s ``ship`` is checked
-before Ray starts; with a Ray of its own: actors built from the spec give the driver's rows
-and DSI commits non-SI's tokens, with a driver that never builds the target (`LazyLM`); the
-pickled copy (``ship="pickle"``) too; a checkpoint directory built in the actors.
+Default run (no Ray, about 2 s): a `ModelSpec` builds the same weights (float64 rows equal:
+the same code on the same weights), weights memory-mapped from a `save_weights` file are the
+drawn ones, named spec errors, and `LazyLM` knows its vocabulary unbuilt and builds on its
+first forward. Slow: a checkpoint's spec reads its special tokens without loading it;
+`RayEngine`'s ``ship`` is checked before Ray starts; with a Ray of its own: actors built from
+the spec hold the driver's exact weights (``state_dict`` via ``__ray_call__``), give its rows
+and DSI commits non-SI's tokens with a driver that never builds the target (`LazyLM`); the
+pickled copy (``ship="pickle"``); weights mapped from a file; a checkpoint directory loaded in
+the actor; benchmarks/ray_build_memory.py run small.
 """
 
 from __future__ import annotations
@@ -221,3 +224,18 @@ def test_the_build_memory_benchmark_runs_small(ray_local: None) -> None:
         result = module.measure("tiny-target", "fp64", 1, ship, 1)
         assert result["ship"] == ship and len(result["actor_rss_mb"]) == 1
         assert result["driver_peak_growth_mb"] >= 0 and result["up_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_actors_map_the_weights_file(ray_local: None, tmp_path: Path) -> None:
+    from dsi_ref.backends.ray import RayEngine
+
+    target, drafter = build_pair()
+    path = str(tmp_path / "target.pt")
+    target.save_weights(path)
+    spec = ModelSpec(preset="tiny-target", weights=path)
+    with RayEngine(spec, drafter) as engine:
+        run = engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=2,
+                         verify="exact_match")
+        assert run.tokens == dr.autoregressive(target, PROMPT, N, dr.Sampler(0)).tokens
+        assert all(_same_weights(engine, slot, target) for slot in range(2))
