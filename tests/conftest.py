@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from false_alarm_budget import budget_problems  # tests/ is on sys.path (prepend import mode)
@@ -44,3 +46,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if problems:
         raise pytest.UsageError("false-alarm budget (tests/false_alarm_budget.py):\n  "
                                 + "\n  ".join(problems))
+
+
+@pytest.fixture(scope="module")
+def pair() -> Any:
+    """The tiny torch (target, drafter) pair of `dsi_ref.backends.torch_model.build_pair`, built
+    once per test module (a module may define its own, e.g. with an EOS)."""
+    from dsi_ref.backends.torch_model import build_pair
+
+    return build_pair()
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    """A local Ray in this process with 2 CPUs for the module's tests, shut down after them when
+    this fixture started it (a module may define its own, e.g. to ship its functions by
+    value)."""
+    import ray
+
+    from dsi_ref.backends.ray import connect
+
+    started = connect(num_cpus=2)
+    yield
+    if started:
+        ray.shutdown()

@@ -110,11 +110,6 @@ def test_a_stopped_server_serves_what_is_left_then_ends() -> None:
     assert [outbox.get_nowait()[1].id for _ in range(3)] == [0, 1, 2]   # no handler: outbox
 
 
-@pytest.fixture(scope="module")
-def pair() -> tuple[TorchLM, TorchLM]:
-    return build_pair()
-
-
 @pytest.mark.parametrize("sp_degree, lookahead, seeds, rules", [
     (2, 3, 1, ("exact_match",)),
     pytest.param(2, 3, 3, ("exact_match", "greedy"), marks=pytest.mark.slow),

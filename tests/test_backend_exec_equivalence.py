@@ -43,11 +43,6 @@ N = 16
 
 
 @pytest.fixture(scope="module")
-def pair() -> tuple[TorchLM, TorchLM]:
-    return build_pair()
-
-
-@pytest.fixture(scope="module")
 def engine(pair: tuple[TorchLM, TorchLM]) -> Engine:
     with Engine(*pair) as eng:
         yield eng  # type: ignore[misc]

@@ -36,7 +36,7 @@ from dsi_ref.backends.ray import (  # noqa: E402
     ray_map,
     sample_parallel,
 )
-from dsi_ref.backends.torch_model import ModelConfig, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import ModelConfig, TorchLM  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
 
@@ -51,11 +51,6 @@ def ray_local() -> Iterator[None]:
     yield
     if started:
         ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def pair() -> tuple[TorchLM, TorchLM]:
-    return build_pair()
 
 
 @pytest.fixture(scope="module")

@@ -32,26 +32,12 @@ from dsi_ref.backends.ray import (  # noqa: E402
     RayEngine,
     ServerLostError,
     UnschedulableError,
-    connect,
 )
-from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import TorchLM  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 SP = 3
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
-    started = connect(num_cpus=2)
-    yield
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def pair() -> tuple[TorchLM, TorchLM]:
-    return build_pair()
 
 
 @contextlib.contextmanager

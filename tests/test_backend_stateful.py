@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
 from dsi_ref.backends.processed import ProcessedBackendLM, processed_backend  # noqa: E402
-from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch_model import TorchLM  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.stateful import (  # noqa: E402
     GrammarConstraint,
@@ -45,11 +45,6 @@ GRAMMAR = TokenDFA.from_regex("(lh)*l?", vocab_size=11,
 
 def _processors() -> list[StatefulProcessor]:
     return [RepetitionPenalty(3), PresencePenalty(F(1, 2)), GrammarConstraint(GRAMMAR)]
-
-
-@pytest.fixture(scope="module")
-def pair() -> tuple[TorchLM, TorchLM]:
-    return build_pair()
 
 
 @pytest.fixture(scope="module")

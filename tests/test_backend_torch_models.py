@@ -34,11 +34,6 @@ pytestmark = pytest.mark.torch
 TOL = 1e-12
 
 
-@pytest.fixture(scope="module")
-def pair() -> tuple[TorchLM, TorchLM]:
-    return build_pair()
-
-
 def test_probs_are_valid_distributions_over_the_vocabulary(pair: tuple[TorchLM, TorchLM]) -> None:
     target, drafter = pair
     for model in pair:
