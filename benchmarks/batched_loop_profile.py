@@ -24,7 +24,8 @@ multiplies them, so that they dominate a loaded CPU's own forward times), so the
 overhead shows against known forward costs; they are `dsi_ref.sim.batched.H100_LLAMA7B`'s (one
 H100, llama-7b/68M, issue 25). DSI/SI is printed with the rounds model's prediction
 (`dsi_ref.sim.batched.predict`) for the synthetic costs, or, with real forwards, for this
-device's costs measured first (`measure_costs`).
+device's costs measured first
+(`dsi_ref.backends.measure.measure_batched_costs`).
 
     .venv/bin/python benchmarks/batched_loop_profile.py --sleep --runs 3
     .venv/bin/python benchmarks/batched_loop_profile.py --sp-degree 2,4 --lookahead 5
@@ -36,7 +37,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dsi_ref as dr
 from dsi_ref.backends import engine as engine_module
 from dsi_ref.backends.engine import Engine
+from dsi_ref.backends.measure import measure_batched_costs
 from dsi_ref.backends.torch_model import build_pair
 from dsi_ref.sim.batched import H100_LLAMA7B, BatchedCosts, predict
 
@@ -251,7 +252,7 @@ def _profile(args: argparse.Namespace, target: Any, drafter: Any, rec: list[Reco
           f"{'synthetic H100 costs x' + str(args.scale) if args.sleep else 'real forwards'}")
     for sp in (int(x) for x in args.sp_degree.split(",")):
         with Engine(target, drafter, batched=True) as engine:
-            measured = None if args.sleep else measure_costs(engine, sp, args.lookahead,
+            measured = None if args.sleep else measure_batched_costs(engine, sp, args.lookahead,
                                                              args.reps)
             instrument(engine, sp, rec, cost)
             engine.dsi(prompt, 4, dr.Sampler(99), lookahead=args.lookahead, sp_degree=sp)
@@ -312,45 +313,6 @@ def _predict(costs: BatchedCosts, args: argparse.Namespace, sp: int, a: float,
           f"predicted time: SI {si_ms / (p.si_ms * scale):.3f}, DSI "
           f"{dsi_ms / (p.dsi_ms * scale):.3f}; DSI/SI measured / predicted "
           f"{si_ms / dsi_ms / p.dsi_over_si:.3f}")
-
-
-def _mean_ms(call: Callable[[], object], reps: int) -> float:
-    call()                                        # warm (graphs, caches)
-    began = time.perf_counter()
-    for _ in range(reps):
-        call()                                    # every call returns host rows: synchronised
-    return (time.perf_counter() - began) * 1e3 / reps
-
-
-def measure_costs(engine: Engine, sp: int, lookahead: int, reps: int) -> BatchedCosts:
-    """This device's `BatchedCosts`, measured as issue 25 did: a 64-token prefix, windows of
-    ``lookahead + 1`` new tokens; a one-token forward (TPOT), one window in a `Session`, ``b =
-    1 .. sp`` windows in the engine's `BatchedSession`, a drafter forward alone and beside a
-    running batched forward."""
-    vocab = engine.target.vocab_size
-    context = tuple(1 + i % (vocab - 1) for i in range(64 + lookahead + 1))
-    target, drafter = engine.target_session, engine.drafter_session
-    batched = engine.batched_server(sp).session
-    tpot = _mean_ms(lambda: target.rows(context, 1), reps)
-    verify = _mean_ms(lambda: target.rows(context, lookahead + 1), reps)
-    table = {b: _mean_ms(lambda b=b: batched.rows_batch(  # type: ignore[misc]
-        dict.fromkeys(range(b), (context, lookahead + 1))), reps) for b in range(1, sp + 1)}
-    alone = _mean_ms(lambda: drafter.rows(context, 1), reps)
-    stop = threading.Event()
-
-    def busy() -> None:
-        while not stop.is_set():
-            batched.rows_batch(dict.fromkeys(range(sp), (context, lookahead + 1)))
-
-    thread = threading.Thread(target=busy)
-    thread.start()
-    try:
-        beside = _mean_ms(lambda: drafter.rows(context, 1), reps)
-    finally:
-        stop.set()
-        thread.join()
-    return BatchedCosts(tpot, verify, table, alone, max(1.0, beside / alone), lookahead,
-                        f"measured here (reps {reps})")
 
 
 if __name__ == "__main__":

@@ -199,3 +199,24 @@ def test_bench_accepts_every_rule_the_engine_runs(tmp_path: Path, verify: str) -
     assert data["verify"] == verify
     (result,) = data["results"]
     assert all(t > 0 for times in result["times_s"].values() for t in times)
+
+
+def test_bench_batched_predicts_with_the_batched_model(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """``--batched`` measures this device's batched-forward costs (`measure_batched_costs`) and
+    predicts DSI/SI with the model of the batched loop (`dsi_ref.sim.batched.predict`)."""
+    out = tmp_path / "bench.json"
+    code = main(["bench", "--target", "tiny-target", "--drafter", "tiny-drafter", "--device",
+                 "cpu", "--dtype", "fp64", "--new-tokens", "6", "--prompts", "2",
+                 "--prompt-len", "3", "--lookahead", "2", "--sp-degree", "2", "--batched",
+                 "--verify", "exact_match", "--json", str(out), "--contention-forwards", "0"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "a batched forward of b windows" in text and "batched servers" in text
+    (result,) = json.loads(out.read_text())["results"]
+    model = result["batched_model"]
+    assert model["si_ms_per_token"] > 0 and model["dsi_ms_per_token"] > 0
+    assert model["dsi/si"] == pytest.approx(model["si_ms_per_token"] / model["dsi_ms_per_token"])
+    assert model["dsi/si"] * model["measured/predicted dsi/si"] == \
+        pytest.approx(result["measured_speedup"]["dsi/si"])

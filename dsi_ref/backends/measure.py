@@ -25,7 +25,7 @@ import math
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -33,6 +33,7 @@ import torch
 
 from ..base.errors import BackendError
 from ..base.randomness import Sampler
+from ..sim.batched import BatchedCosts
 from ..sim.params import Contention
 from .engine import Engine
 from .torch_session import BackendLM, SessionLike
@@ -43,6 +44,7 @@ __all__ = [
     "LatencyStats",
     "PairMeasurement",
     "greedy_acceptance",
+    "measure_batched_costs",
     "measure_concurrency",
     "measure_latency",
     "measure_pair",
@@ -232,6 +234,50 @@ def measure_verify_cost(lm: BackendLM, prompt: Sequence[int], lengths: Sequence[
         seconds.setdefault(length, []).append((time.perf_counter() - began) / forwards)
     unit = statistics.fmean(seconds[1])
     return {length: statistics.fmean(seconds[length]) / unit for length in lengths}
+
+
+def _mean_ms(call: Callable[[], object], reps: int) -> float:
+    """Milliseconds per call of ``call``, over ``reps`` calls after one warm-up call."""
+    call()                                        # warm (graphs, caches)
+    began = time.perf_counter()
+    for _ in range(reps):
+        call()                                    # every call returns host rows: synchronised
+    return (time.perf_counter() - began) * 1e3 / reps
+
+
+def measure_batched_costs(engine: Engine, sp_degree: int, lookahead: int, reps: int = 10
+                          ) -> BatchedCosts:
+    """This device's `BatchedCosts`, measured as issue 25 did: a 64-token prefix, windows of
+    ``lookahead + 1`` new tokens; a one-token forward (TPOT), one window in a `Session`, ``b =
+    1 .. sp`` windows in the engine's `BatchedSession`, a drafter forward alone and beside a
+    running batched forward. The batched model of `dsi_ref.sim.batched` predicts from them
+    (`dsi_ref.sim.batched.predict`); ``dsi-ref bench --batched`` and
+    benchmarks/batched_loop_profile.py print that prediction beside the measurement."""
+    vocab = engine.target.vocab_size
+    context = tuple(1 + i % (vocab - 1) for i in range(64 + lookahead + 1))
+    target, drafter = engine.target_session, engine.drafter_session
+    batched = engine.batched_server(sp_degree).session
+    tpot = _mean_ms(lambda: target.rows(context, 1), reps)
+    verify = _mean_ms(lambda: target.rows(context, lookahead + 1), reps)
+    table = {b: _mean_ms(lambda b=b: batched.rows_batch(  # type: ignore[misc]
+        dict.fromkeys(range(b), (context, lookahead + 1))), reps)
+        for b in range(1, sp_degree + 1)}
+    alone = _mean_ms(lambda: drafter.rows(context, 1), reps)
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            batched.rows_batch(dict.fromkeys(range(sp_degree), (context, lookahead + 1)))
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    try:
+        beside = _mean_ms(lambda: drafter.rows(context, 1), reps)
+    finally:
+        stop.set()
+        thread.join()
+    return BatchedCosts(tpot, verify, table, alone, max(1.0, beside / alone), lookahead,
+                        f"measured here (reps {reps})")
 
 
 def random_prompts(vocab_size: int, count: int, length: int, seed: int) -> list[tuple[int, ...]]:

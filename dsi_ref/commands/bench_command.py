@@ -31,6 +31,7 @@ from ..decoders.verification import VERIFY_RULES
 from .args import check_output, nonnegative_int, positive_int
 
 if TYPE_CHECKING:
+    from ..sim.batched import BatchedCosts
     from ..sim.params import Algorithm, Contention
 
 __all__ = ["install", "predictions"]
@@ -107,6 +108,8 @@ def _bench(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     canonical_device(device)   # a CUDA device this machine lacks is a BackendError, now
     max_seq = args.prompt_len + args.new_tokens + max(args.lookahead) + 2
+    if args.batched:                    # measure_batched_costs: a 64-token prefix + a window
+        max_seq = max(max_seq, 64 + max(args.lookahead) + 2)
     if args.tree:                       # the tree's nodes sit after the prefix in the cache
         from .bench_tree import tree_nodes
 
@@ -191,6 +194,19 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
                           for lookahead in args.lookahead)
               + " one-token forwards", flush=True)
 
+    batched_costs: dict[int, BatchedCosts] = {}
+    if args.batched and args.backend == "thread":   # the batched servers' own cost model
+        from ..backends.measure import measure_batched_costs
+
+        for lookahead in args.lookahead:
+            costs = batched_costs[lookahead] = measure_batched_costs(
+                engine, max(args.sp_degree), lookahead)
+            print(f"measured (k = {lookahead}): a batched forward of b windows of k + 1 tokens "
+                  "costs " + ", ".join(f"{costs.batch_ms(b):.3f}"
+                                       for b in range(1, max(args.sp_degree) + 1))
+                  + f" ms (b = 1 .. {max(args.sp_degree)}), one window in a session "
+                  f"{costs.verify_ms:.3f} ms", flush=True)
+
     if args.table_row:   # the measured inputs, in the format of `dsi-ref table --rows`
         row = pair.table_row(greedy=args.verify == "greedy", sp_degree=max(args.sp_degree))
         with open(args.table_row, "w", newline="") as fh:
@@ -212,7 +228,8 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
         for sp_degree in args.sp_degree:
             results.append(_run_config(engine, prompts, args, lookahead, sp_degree,
                                        pair.target_tpot_ms, pair.c, a, contention,
-                                       verify_costs.get(lookahead + 1)))
+                                       verify_costs.get(lookahead + 1),
+                                       batched_costs.get(lookahead)))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"pair": pair.as_row(), "device": where, "dtype": args.dtype,
@@ -232,7 +249,8 @@ def _millions(lm: Any) -> str:
 
 def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Namespace,
                 lookahead: int, sp_degree: int, tpot_ms: float, c: float, a: float,
-                contention: Contention | None, verify_cost: float | None) -> dict[str, Any]:
+                contention: Contention | None, verify_cost: float | None,
+                batched_costs: BatchedCosts | None = None) -> dict[str, Any]:
     from ..base.randomness import Sampler
     from ..sim import expected_latency, required_servers
 
@@ -308,6 +326,18 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
               f"{shared_ms:.3f} ms/token; dsi/si predicted {shared['dsi/si']:.3f}x "
               f"(measured/predicted {shared['measured/predicted dsi/si']:.3f}), dsi/nonsi "
               f"{shared['dsi/nonsi']:.3f}x ({shared['measured/predicted dsi/nonsi']:.3f})")
+    batched = None
+    if batched_costs is not None:   # the model of the batched loop, with this device's costs
+        from ..sim.batched import predict
+
+        p = predict(batched_costs, a, sp_degree, args.new_tokens, lookahead)
+        batched = {"si_ms_per_token": p.si_ms, "dsi_ms_per_token": p.dsi_ms,
+                   "dsi/si": p.dsi_over_si,
+                   "measured/predicted dsi/si": measured_speedup["dsi/si"] / p.dsi_over_si}
+        print(f"  batched servers (the event model with this device's batched-forward costs, "
+              f"dsi_ref.sim.batched): SI {p.si_ms:.3f}, DSI {p.dsi_ms:.3f} ms/token predicted; "
+              f"dsi/si predicted {p.dsi_over_si:.3f}x (measured/predicted "
+              f"{batched['measured/predicted dsi/si']:.3f})")
     verify = None if verify_cost is None else _with_verify_cost(
         verify_cost, c, a, lookahead, args.new_tokens, sp_degree, tpot_ms, contention, per_token)
     print(f"  DSI orchestration overhead: {statistics.fmean(overhead_us):.1f} us/event "
@@ -319,7 +349,7 @@ def _run_config(engine: Any, prompts: list[tuple[int, ...]], args: argparse.Name
             "paper_required_sp": required,
             "dsi_contended": {"target_forward_ms": contended_target_ms, "c": contended_c,
                               "predicted_ms_per_token": contended_ms},
-            "shared_device": shared, "verify_cost": verify}
+            "shared_device": shared, "verify_cost": verify, "batched_model": batched}
 
 
 def _with_verify_cost(v: float, c: float, a: float, lookahead: int, n: int, sp_degree: int,
