@@ -334,8 +334,10 @@ class SIRun:
         """`iterate` (the same steps as `iterate`, `draft`, `score`, `verify` and `bonus`), from
         ``self._phase``: the start, before draft ``j`` (``("draft", j)``, ``j >= 1``), before
         the decision of draft ``j`` (``("verify", j)``; block verification: ``j = 0``, the
-        window at once) or before the bonus token (``("bonus", 0)``). A resume point before each
-        of them offers the engine a snapshot (`_snapshot` reads the phase)."""
+        window at once) or before the bonus token (``("bonus", 0)``); without EOS, for a token
+        rule, the drafts are drawn as they are decided instead (``("lazy", j)``, ``("decide",
+        j)``: `_verify_lazily`). A resume point before each of them offers the engine a snapshot
+        (`_snapshot` reads the phase)."""
         phase, j = self._phase
         if phase == "start":
             self.stats["iterations"] += 1
@@ -348,9 +350,9 @@ class SIRun:
                 phase, j = "lazy", 0
             else:
                 phase, j = "draft", 0
+        accepted = True
         if phase in ("lazy", "decide"):
-            self._verify_lazily(phase, j)
-            return
+            accepted = self._verify_lazily(phase, j)
         if phase == "draft":
             window = self.window()
             while j < window:
@@ -370,7 +372,6 @@ class SIRun:
             self.score()
             phase, j = "verify", 0
         if phase == "verify":
-            accepted = True
             if is_window_rule(self.rule):
                 self._resume_point("verify", 0)
                 accepted = self.verify_window()
@@ -382,9 +383,9 @@ class SIRun:
                     if not decision.accepted or self.done:
                         accepted = False
                         break
-            if not accepted:
-                self._phase = ("start", 0)
-                return
+        if not accepted:
+            self._phase = ("start", 0)
+            return
         self._resume_point("bonus", 0)
         self.bonus()
         self._phase = ("start", 0)
@@ -402,7 +403,7 @@ class SIRun:
                          tuple(range(self.start, self.start + window + 1)), self.rng)
         self.stats["target_forwards"] += 1
 
-    def _verify_lazily(self, phase: str, j: int) -> None:
+    def _verify_lazily(self, phase: str, j: int) -> bool:
         """The rest of an iteration whose forwards are on the clock (`_forwards_ahead`), from
         draft ``j`` on: each draft is drawn only when the decision of the one before it accepted
         it (phase ``"lazy"``: before draft ``j``; ``"decide"``: before its decision). A token
@@ -410,7 +411,8 @@ class SIRun:
         window short, so a draft after a rejection changes nothing of the run: drawing it or
         not gives the same law of the whole run (tokens, clock, trace, counters), and the
         engine explores ``k`` draws fewer at each rejection. The rows are those `draft` and
-        `score` read (``q`` and ``p`` after the committed tokens and ``x_<j``)."""
+        `score` read (``q`` and ``p`` after the committed tokens and ``x_<j``). True when every
+        draft was accepted (``p`` after them is then in ``target_rows``, for the bonus)."""
         window = self.window()
         while j < window:
             if phase == "lazy":
@@ -426,12 +428,9 @@ class SIRun:
             decision = self.commit(self.target_rows[j], j)
             j += 1
             if not decision.accepted:
-                self._phase = ("start", 0)
-                return
+                return False
         self.target_rows = (*self.target_rows, self.model_rows("target", self.context, 1)[0])
-        self._resume_point("bonus", 0)
-        self.bonus()
-        self._phase = ("start", 0)
+        return True
 
     def _state_resuming(self) -> Hashable:
         """`state`, as it is for `SIRun`'s own code on a built-in rule (`_resumable`: the parts
