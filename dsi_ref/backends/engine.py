@@ -50,9 +50,9 @@ from ..base.latency import Time
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..decoders.autoregressive import non_si_config
-from ..decoders.common import check_inputs
+from ..decoders.common import DEFAULT_LATENCY, Recorder, check_inputs
 from ..decoders.dsi import DraftForward, DSIConfig, DSIRun, QueuePolicy, Task
-from ..decoders.speculative import ModelName, Rows, SIRun, SpeculativeConfig
+from ..decoders.speculative import STATS, ModelName, Rows, SIRun, SpeculativeConfig
 from ..decoders.tree import TreeRule, TreeVerifyRule
 from ..decoders.verification import Rule, VerifyRule
 from .torch_model import TorchLM, canonical_device
@@ -150,10 +150,38 @@ class _Server:
                             else ("preempted", job.task, None, seconds))
 
 
+class _WallClockRecorder(Recorder):
+    """`Recorder` on the wall clock (SI, non-SI and tree runs): a forward spans ``began`` (set by
+    the run when the forward starts) to the moment it is recorded; a commit is a mark at the
+    moment it is recorded."""
+
+    def __init__(self, clock: Callable[[], float], stats: Sequence[str]) -> None:
+        super().__init__(DEFAULT_LATENCY, stats)
+        self.clock = clock
+        self.began = 0.0
+
+    def forward(self, model: str, kind: str, positions: tuple[int, ...], rng: object,
+                note: str = "") -> None:
+        """Record the forward that started at ``began``."""
+        end = self.clock()
+        self.trace.append(Event(model, kind, self.began, end, positions, note))
+        self.time = end
+
+    def commit(self, positions: tuple[int, ...], note: str) -> None:
+        """Mark a commit now."""
+        now = self.clock()
+        self.trace.append(Event("committer", "commit", now, now, positions, note))
+
+    def result(self, tokens: list[int]) -> Run:
+        """The finished `Run`, its time the clock's now (seconds)."""
+        now: Time = self.clock()
+        return Run(tuple(tokens), now, tuple(self.trace), dict(self.stats))
+
+
 class _WallClockSI(SIRun):
     """`SIRun` with real forwards: cached sessions for the models, wall-clock seconds for the
-    clock (from `run`; the sessions are prefilled before), the vectorised rule. Without a
-    drafter: non-SI."""
+    clock (`_WallClockRecorder`, from `run`; the sessions are prefilled before), the vectorised
+    rule. Without a drafter: non-SI."""
 
     def __init__(self, engine: Engine, prompt: tuple[int, ...], max_new_tokens: int,
                  rng: Randomness, config: SpeculativeConfig, si: bool) -> None:
@@ -164,7 +192,6 @@ class _WallClockSI(SIRun):
         self.sessions = {"target": engine.target_session}
         if si:
             self.sessions["drafter"] = engine.drafter_session
-        self.clock: _Clock | None = None
 
     def model_rows(self, model: ModelName, context: tuple[int, ...], count: int) -> Rows:
         rows: Any = self.sessions[model].rows(self.prompt + context, count)   # one forward
@@ -172,24 +199,18 @@ class _WallClockSI(SIRun):
 
     def forward(self, model: ModelName, kind: str, positions: tuple[int, ...],
                 context: tuple[int, ...], count: int) -> Rows:
-        assert self.clock is not None
-        began = self.clock()
-        rows = self.model_rows(model, context, count)
-        self.rec.trace.append(Event(model, kind, began, self.clock(), positions))
-        return rows
-
-    def record_commit(self, positions: tuple[int, ...], note: str) -> None:
-        assert self.clock is not None
-        now = self.clock()
-        self.rec.trace.append(Event("committer", "commit", now, now, positions, note))
+        assert isinstance(self.rec, _WallClockRecorder)
+        self.rec.began = self.rec.clock()
+        return super().forward(model, kind, positions, context, count)
 
     def run(self) -> Run:
-        self.clock = _Clock(self.device)
+        self.rec = _WallClockRecorder(_Clock(self.device), STATS)
+        self.stats = self.rec.stats
         return super().run()
 
     def result(self) -> Run:
-        assert self.clock is not None
-        return Run(tuple(self.tokens), self.clock(), tuple(self.rec.trace), self.counters())
+        assert isinstance(self.rec, _WallClockRecorder)
+        return Run(tuple(self.tokens), self.rec.clock(), tuple(self.rec.trace), self.counters())
 
 
 class _WallClockDSI(DSIRun):

@@ -27,10 +27,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import BackendError
-from ..base.latency import Time
 from ..base.randomness import Randomness
-from ..base.result import Event, Run
-from ..decoders.common import DEFAULT_LATENCY, Recorder, check_inputs
+from ..base.result import Run
+from ..decoders.common import DEFAULT_LATENCY, check_inputs
 from ..decoders.tree import (
     STATS,
     TreeNode,
@@ -39,44 +38,15 @@ from ..decoders.tree import (
     TreeVerifyRule,
     check_tree,
 )
-from .engine import _Clock  # engine.py imports this module late, in Engine.tree_speculative
+from .engine import _Clock, _WallClockRecorder  # engine.py imports this module late
 from .torch_session import Session
 from .vectorised_tree import vectorised_tree_rule
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from .engine import Engine
 
 __all__ = ["tree_speculative"]
-
-
-class _WallClockRecorder(Recorder):
-    """`Recorder` on the wall clock: a forward spans ``began`` (set by the run when the rows'
-    forward starts) to the moment it is recorded; commits are marks; ``Run.time`` is the time
-    of the result."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        super().__init__(DEFAULT_LATENCY, STATS)
-        self.clock = clock
-        self.began = 0.0
-
-    def forward(self, model: str, kind: str, positions: tuple[int, ...], rng: object,
-                note: str = "") -> None:
-        """Record the forward that started at ``began``."""
-        end = self.clock()
-        self.trace.append(Event(model, kind, self.began, end, positions, note))
-        self.time = end
-
-    def commit(self, positions: tuple[int, ...], note: str) -> None:
-        """Mark a commit now."""
-        now = self.clock()
-        self.trace.append(Event("committer", "commit", now, now, positions, note))
-
-    def result(self, tokens: list[int]) -> Run:
-        """The finished `Run`, its time in seconds."""
-        now: Time = self.clock()
-        return Run(tuple(tokens), now, tuple(self.trace), dict(self.stats))
 
 
 class _WallClockTree(TreeRun):
@@ -136,7 +106,7 @@ class _WallClockTree(TreeRun):
 
     def run(self) -> Run:
         """`TreeRun.run` on the wall clock (started now)."""
-        self.wall = _WallClockRecorder(_Clock(self.engine.device))
+        self.wall = _WallClockRecorder(_Clock(self.engine.device), STATS)
         self.rec, self.stats = self.wall, self.wall.stats
         return super().run()
 
