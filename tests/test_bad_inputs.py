@@ -610,6 +610,10 @@ CLI_CASES: list[tuple[str, list[str], str]] = [
     ("bench-prompts-0", ["bench", "--prompts", "0"], "--prompts"),
     ("bench-prompt-len-neg", ["bench", "--prompt-len", "-1"], "--prompt-len"),
     ("bench-segments-0", ["bench", "--segments", "0"], "--segments"),
+    # a negative budget of replacements started a whole bench on the thread backend
+    ("bench-ray-replacements-neg", ["bench", "--ray-replacements", "-1"],
+     "--ray-replacements: expected an int >= 0"),
+    ("bench-tree-0", ["bench", "--tree", "0,2"], "--tree: expected integers >= 1"),
     ("bench-contention-neg", ["bench", "--contention-forwards", "-1"],
      "--contention-forwards"),
     ("bench-seed-neg", ["bench", "--seed", "-1"], "--seed"),

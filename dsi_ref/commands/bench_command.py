@@ -443,7 +443,7 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --backend ray: each actor builds the target from its spec "
                    "(preset, seed, dtype; or the checkpoint path: auto, spec) or gets a "
                    "pickled copy through the object store (pickle)")
-    p.add_argument("--ray-replacements", type=int, default=None, metavar="N",
+    p.add_argument("--ray-replacements", type=nonnegative_int, default=None, metavar="N",
                    help="with --backend ray: lost server actors replaced at most (default: "
                    "SP; 0: none)")
     p.add_argument("--seed", type=nonnegative_int, default=0)
