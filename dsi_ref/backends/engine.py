@@ -290,13 +290,15 @@ class _WallClockDSI(DSIRun):
 
     def handle_result(self, item: tuple[str, Task, Any, float]) -> None:
         """One server report ``(status, task, rows or error, seconds)``: a finished task's rows
-        go to the committer (`finish_rows`) unless the task was preempted meanwhile."""
+        go to the committer (`finish_rows`) unless the task was preempted meanwhile. After the
+        last commit a report is only counted: the clock stays at that commit, the run's time."""
         assert self.clock is not None
         status, task, payload, seconds = item
         self.in_flight -= 1
         if status == "error":
             raise payload
-        self.now = self.clock()
+        if not self.done:
+            self.now = self.clock()
         if status == "done":
             self.forward_seconds += seconds
             self.forwards_completed += 1
