@@ -9,6 +9,11 @@
                             # the docs site strictly into ./site (`docs --serve` serves it)
     python3 run.py lock     # re-resolve every lock in locks/ from pyproject.toml (newest
                             # releases of the day, with hashes; needs uv, installed on the side)
+    python3 run.py lock vllm   # re-resolve only the named locks (test, audit, hf, docs, vllm)
+
+    python3 run.py audit --vllm    # the vLLM matrix, in .venv-vllm, built from a lock of its
+    python3 run.py test --vllm     # own (locks/pyXY-vllm.txt); `test --vllm` runs the tests
+                                   # marked `vllm` there (ENGINE_ENVS below)
 
     python3 run.py test --latest   # the suite in .venv-latest, built from the newest releases
                                    # that pyproject.toml allows, ignoring the lock: shows what a
@@ -53,6 +58,20 @@ PLATFORM = "x86_64-manylinux_2_28"
 UV = "uv==0.13.8"
 #: The package whose API dsi-ref adapts to by release; `test --oldest` runs it at its floor.
 FLOOR_PACKAGE = "transformers"
+#: Engines whose requirements clash with the test lock (vLLM pins transformers < 5.20 and torch's
+#: CPU build by its local version), each with a virtual environment and a lock of its own:
+#: ``locks/NAME.in`` lists what the engine needs beyond dsi-ref's core dependencies, `run.py lock`
+#: resolves it into ``locks/pyXY-NAME.txt``, and ``run.py audit --NAME`` / ``test --NAME``
+#: install exactly that lock (hash-checked, ``--no-deps``) into ``.venv-NAME``. ``omit``: packages
+#: the engine's metadata asks for that must not be installed (vLLM's wheel pulls CUDA builds of
+#: torchvision, torchaudio and torchcodec, which cannot load beside the CPU torch and which its
+#: CPU path never imports). ``section``: the ``dsi-ref audit`` section ``audit --NAME`` runs;
+#: ``marker``: the pytest marker of its tests. ``build``: a step run after the install (a name in
+#: `ENGINE_BUILDS`), or ``None``.
+ENGINE_ENVS: dict[str, dict[str, Any]] = {
+    "vllm": {"omit": ("torchvision", "torchaudio", "torchcodec"), "section": "vllm",
+             "marker": "vllm", "build": None, "pythons": ("3.11",)},
+}
 
 
 def read_toml(text: str) -> dict[str, Any]:
@@ -154,6 +173,113 @@ def ensure_env(name: str, env: Path = ROOT / ".venv") -> None:
     marker.write_text("\n".join([*lines, name]) + "\n")
 
 
+# ---------------------------------------------------------------- engine environments
+
+def engine_input(name: str) -> Path:
+    """``locks/NAME.in``: what engine environment ``name`` needs beyond dsi-ref's core."""
+    return LOCKS / f"{name}.in"
+
+
+def engine_digest(name: str, pyproject: bytes) -> str:
+    """A digest of everything engine ``name``'s lock depends on: its requirements file (lines,
+    comments and blank lines dropped, order ignored), dsi-ref's core dependencies and build
+    requirements, and the packages it omits."""
+    data = read_toml(pyproject.decode())
+    lines = [line.split("#", 1)[0].strip() for line in engine_input(name).read_text().splitlines()]
+    inputs = {
+        "requirements": sorted(line for line in lines if line),
+        "dependencies": sorted(data["project"].get("dependencies", [])),
+        "build-system": sorted(data.get("build-system", {}).get("requires", [])),
+        "omit": sorted(ENGINE_ENVS[name]["omit"]),
+    }
+    return "sha256:" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def engine_env_path(name: str, latest: bool = False) -> Path:
+    """``.venv-NAME`` (``.venv-NAME-latest`` for the drift run)."""
+    return ROOT / f".venv-{name}{'-latest' if latest else ''}"
+
+
+#: Steps run after an engine environment is installed (``ENGINE_ENVS[name]["build"]``): each
+#: takes the environment's path and is run again only when the environment is rebuilt.
+ENGINE_BUILDS: dict[str, Any] = {}
+
+
+def ensure_engine_env(name: str) -> Path:
+    """Create ``.venv-NAME`` from its lock if needed (rebuilt from scratch when the lock
+    changes) and return its path. Exactly the lock is installed (``--no-deps``: the omitted
+    packages stay out), then dsi-ref itself, editable, then the engine's build step."""
+    spec = ENGINE_ENVS[name]
+    env = engine_env_path(name)
+    lock = lock_path(name, this_python())
+    if not lock.exists():
+        raise SystemExit(f"run.py: no {name} lock for Python {this_python()} (locks/ has it for "
+                         f"{', '.join(spec['pythons'])}): run `python3 run.py lock {name}` or use "
+                         "one of those Pythons")
+    stamp = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    marker = env / ".dsi-ref-installed"
+    if (marker.exists() and python_of(env).exists()
+            and marker.read_text().split() == [stamp, "ready"]):
+        return env
+    if python_of(env).exists():
+        print(f"[run.py] {env.name} is missing or from another lock: rebuilding it", flush=True)
+    create(env, clear=True)
+    print(f"[run.py] installing {lock.relative_to(ROOT)} (hash-checked, exactly the lock) into "
+          f"{env}", flush=True)
+    pip(env, "install", "--quiet", "--no-deps", "--require-hashes", "-r", str(lock))
+    pip(env, "install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(ROOT))
+    build = spec["build"]
+    if build is not None:
+        ENGINE_BUILDS[build](env)
+    marker.write_text(f"{stamp} ready\n")
+    return env
+
+
+def engine_latest_env(name: str) -> Path:
+    """``.venv-NAME-latest``: the newest releases ``locks/NAME.in`` allows (no lock), the
+    omitted packages removed, and the drift from the lock printed."""
+    spec = ENGINE_ENVS[name]
+    env = engine_env_path(name, latest=True)
+    if not python_of(env).exists():
+        create(env)
+    print(f"[run.py] installing the newest releases that {engine_input(name).name} allows "
+          "(no lock)", flush=True)
+    pip(env, "install", "--quiet", "--upgrade", "--upgrade-strategy", "eager",
+        "-r", str(engine_input(name)), "-e", str(ROOT))
+    pip(env, "uninstall", "--quiet", "--yes", *spec["omit"])
+    build = spec["build"]
+    if build is not None:
+        ENGINE_BUILDS[build](env)
+    report_drift(env, lock_path(name, this_python()))
+    return env
+
+
+def engine_flag(rest: list[str]) -> str | None:
+    """The engine named by a ``--NAME`` flag among ``rest`` (at most one)."""
+    named = [name for name in ENGINE_ENVS if f"--{name}" in rest]
+    if len(named) > 1:
+        raise SystemExit(f"run.py: one engine environment at a time, got "
+                         f"{', '.join('--' + n for n in named)}")
+    return named[0] if named else None
+
+
+def run_engine(command: str, name: str, rest: list[str]) -> int:
+    """``audit --NAME`` (the engine's audit section) or ``test --NAME`` (its tests) in
+    ``.venv-NAME``; ``test --NAME --latest`` in ``.venv-NAME-latest``."""
+    spec = ENGINE_ENVS[name]
+    rest = [arg for arg in rest if arg != f"--{name}"]
+    latest = command == "test" and "--latest" in rest
+    rest = [arg for arg in rest if arg != "--latest"]
+    env = engine_latest_env(name) if latest else ensure_engine_env(name)
+    if command == "audit":
+        section = [] if "--section" in rest else ["--section", spec["section"]]
+        return subprocess.run([str(bin_dir(env) / "dsi-ref"), "audit", *section, *rest],
+                              cwd=ROOT).returncode
+    marker = [] if "-m" in rest else ["-m", spec["marker"]]
+    return subprocess.run([str(python_of(env)), "-m", "pytest", *marker, *rest],
+                          cwd=ROOT).returncode
+
+
 # ---------------------------------------------------------------- making the locks
 
 def pip_find_links() -> list[str]:
@@ -184,8 +310,15 @@ def pins(lock: Path) -> dict[str, str]:
     return found
 
 
-def make_locks() -> int:
-    """Re-resolve every lock from pyproject.toml with uv, newest releases first."""
+def make_locks(names: list[str] | None = None) -> int:
+    """Re-resolve the locks from pyproject.toml (and ``locks/NAME.in`` for the engine
+    environments) with uv, newest releases first: every lock, or those of ``names``."""
+    known = [*ENVS, *ENGINE_ENVS]
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        print(f"run.py lock: unknown lock(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return 2
+    wanted = set(names or known)
     tools = ROOT / ".venv-lock"
     if not python_of(tools).exists():
         create(tools)
@@ -198,13 +331,18 @@ def make_locks() -> int:
     uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True,
                                 check=True).stdout.split()[1]
     LOCKS.mkdir(exist_ok=True)
+    written = 0
     with tempfile.TemporaryDirectory() as tmp:
         build_in = Path(tmp) / "build.in"
         build_in.write_text("\n".join(build) + "\n")
         for python in PYTHONS:
+            if not wanted & set(ENVS):
+                break
             constraints: Path | None = None
             for name, extras in ENVS.items():   # "test" first: the others are locked within it
                 out = Path(tmp) / f"{name}.txt"
+                if name != "test" and name not in wanted:
+                    continue
                 command = [uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes",
                            "--python-version", python, "--python-platform", PLATFORM,
                            *(f"--extra={extra}" for extra in extras.split(",")), *links,
@@ -221,11 +359,36 @@ def make_locks() -> int:
                     f"# Made {date.today().isoformat()} by `python3 run.py lock` (uv "
                     f"{uv_version}); installed hash-checked by run.py. Do not edit by hand.\n"
                     f"# input-digest: {digest}\n")
-                lock_path(name, python).write_text(header + body)
+                if name in wanted:
+                    lock_path(name, python).write_text(header + body)
+                    written += 1
                 if name == "test":
                     constraints = Path(tmp) / "constraints.txt"
                     constraints.write_text("".join(f"{n}=={v}\n" for n, v in pins(out).items()))
-    print(f"[run.py] wrote {len(PYTHONS) * len(ENVS)} locks into {LOCKS.relative_to(ROOT)}/")
+        for name, spec in ENGINE_ENVS.items():
+            if name not in wanted:
+                continue
+            for python in spec["pythons"]:
+                out = Path(tmp) / f"{name}-{python}.txt"
+                omit = [arg for pkg in spec["omit"] for arg in ("--no-emit-package", pkg)]
+                command = [uv, "pip", "compile", "--quiet", "--no-header", "--generate-hashes",
+                           "--python-version", python, "--python-platform", PLATFORM, *links,
+                           *omit, "-o", str(out), str(engine_input(name)), "pyproject.toml",
+                           str(build_in)]
+                print(f"[run.py] locking the {name} engine environment for CPython {python}",
+                      flush=True)
+                subprocess.run(command, cwd=ROOT, check=True)
+                body = out.read_text().replace(str(build_in), "build-system.requires")
+                header = (
+                    f"# dsi-ref lock: the `{name}` engine environment (locks/{name}.in and "
+                    f"dsi-ref's core dependencies) for CPython {python} on {PLATFORM}.\n"
+                    f"# Made {date.today().isoformat()} by `python3 run.py lock` (uv "
+                    f"{uv_version}); installed hash-checked by run.py, --no-deps; left out: "
+                    f"{', '.join(spec['omit']) or 'nothing'}. Do not edit by hand.\n"
+                    f"# input-digest: {engine_digest(name, pyproject)}\n")
+                lock_path(name, python).write_text(header + body)
+                written += 1
+    print(f"[run.py] wrote {written} locks into {LOCKS.relative_to(ROOT)}/")
     return 0
 
 
@@ -243,9 +406,9 @@ def floor_of(requirement: str) -> str:
     raise SystemExit(f"pyproject.toml has no `{requirement}>=` requirement")
 
 
-def report_drift(env: Path) -> None:
-    """Print every package whose version in ``env`` differs from the test lock."""
-    lock = lock_path("test", this_python())
+def report_drift(env: Path, lock: Path | None = None) -> None:
+    """Print every package whose version in ``env`` differs from ``lock`` (the test lock)."""
+    lock = lock or lock_path("test", this_python())
     locked = pins(lock) if lock.exists() else {}
     out = subprocess.run([str(python_of(env)), "-m", "pip", "list", "--format=json"],
                          capture_output=True, text=True, check=True).stdout
@@ -304,10 +467,14 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if command == "lock":
-        if rest:
-            print(f"run.py lock takes no arguments, got {' '.join(rest)}")
+        if any(arg.startswith("-") for arg in rest):
+            print(f"run.py lock takes lock names only ({', '.join([*ENVS, *ENGINE_ENVS])}), "
+                  f"got {' '.join(rest)}")
             return 2
-        return make_locks()
+        return make_locks(rest or None)
+    engine = engine_flag(rest) if command in {"audit", "test"} else None
+    if engine is not None:
+        return run_engine(command, engine, rest)
     if command == "test" and ("--latest" in rest or "--oldest" in rest):
         if "--latest" in rest and "--oldest" in rest:
             print("run.py test: --latest and --oldest are two separate runs; give one")

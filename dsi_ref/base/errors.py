@@ -5,6 +5,11 @@ Each names what a user did or what happened, so that a caller can catch exactly 
 * bad arguments: `InvalidParameterError` (and its refinement `InsufficientServersError`),
   `InvalidDistributionError` (a model's row), `InvalidAuditError` (the statistical audit's
   inputs), `BackendError` (the torch backend's inputs);
+* an engine under audit that cannot run (vLLM, llama.cpp): `EngineEnvironmentError` (its
+  environment is missing or broken; the message gives the command that builds it),
+  `ModelDirectoryError` (a model directory that does not exist or holds no causal LM),
+  `EngineOptionError` (a method or option the engine refuses), `VocabularyMismatchError` (a
+  drafter whose vocabulary is not the target's), all `BackendError`s;
 * a distributed run that cannot go on: `ServerLostError` (every target server died) and its
   refinement `ServerTimeoutError` (a deadline passed: servers frozen, or the run's timeout),
   `UnschedulableError` (no node can host a server's resources), `RayConnectionError` (a Ray
@@ -27,10 +32,13 @@ from typing import Any
 __all__ = [
     "BackendError",
     "ConstraintDeadEndError",
+    "EngineEnvironmentError",
+    "EngineOptionError",
     "InsufficientServersError",
     "InvalidAuditError",
     "InvalidDistributionError",
     "InvalidParameterError",
+    "ModelDirectoryError",
     "NondeterministicProgramError",
     "NumericalError",
     "PathLimitError",
@@ -40,6 +48,7 @@ __all__ = [
     "ServerTimeoutError",
     "UnderpoweredError",
     "UnschedulableError",
+    "VocabularyMismatchError",
 ]
 
 
@@ -68,6 +77,24 @@ class InvalidAuditError(ValueError):
 
 class BackendError(ValueError):
     """A torch-backend argument is out of its domain (the message says which and how to fix it)."""
+
+
+class EngineEnvironmentError(BackendError):
+    """The environment of an engine under audit is missing or broken (not installed, an import
+    that fails, a toolchain that is absent); the one-line message gives the command that builds
+    it."""
+
+
+class ModelDirectoryError(BackendError):
+    """A model directory handed to an engine does not exist or holds no causal language model."""
+
+
+class EngineOptionError(BackendError):
+    """The engine refuses a method or an option (the message quotes the engine's reason)."""
+
+
+class VocabularyMismatchError(BackendError):
+    """A drafter's vocabulary is not the target's (speculative decoding needs the same ids)."""
 
 
 class ServerLostError(BackendError):
