@@ -9,7 +9,8 @@ Each names what a user did or what happened, so that a caller can catch exactly 
   environment is missing or broken; the message gives the command that builds it),
   `ModelDirectoryError` (a model directory that does not exist or holds no causal LM),
   `EngineOptionError` (a method or option the engine refuses), `VocabularyMismatchError` (a
-  drafter whose vocabulary is not the target's), all `BackendError`s;
+  drafter whose vocabulary is not the target's), `EngineCrashError` (the engine raised while
+  sampling: a bug of the engine, reported as a finding), all `BackendError`s;
 * a distributed run that cannot go on: `ServerLostError` (every target server died) and its
   refinement `ServerTimeoutError` (a deadline passed: servers frozen, or the run's timeout),
   `UnschedulableError` (no node can host a server's resources), `RayConnectionError` (a Ray
@@ -32,6 +33,8 @@ from typing import Any
 __all__ = [
     "BackendError",
     "ConstraintDeadEndError",
+    "EngineBuildError",
+    "EngineCrashError",
     "EngineEnvironmentError",
     "EngineOptionError",
     "InsufficientServersError",
@@ -39,6 +42,7 @@ __all__ = [
     "InvalidDistributionError",
     "InvalidParameterError",
     "ModelDirectoryError",
+    "ModelFileError",
     "NondeterministicProgramError",
     "NumericalError",
     "PathLimitError",
@@ -46,6 +50,7 @@ __all__ = [
     "ScheduleDependenceError",
     "ServerLostError",
     "ServerTimeoutError",
+    "ToolchainMissingError",
     "UnderpoweredError",
     "UnschedulableError",
     "VocabularyMismatchError",
@@ -93,8 +98,27 @@ class EngineOptionError(BackendError):
     """The engine refuses a method or an option (the message quotes the engine's reason)."""
 
 
+class EngineCrashError(BackendError):
+    """The engine under audit raised while it sampled (a bug of the engine: an audit reports it
+    as the cell's finding, with the engine's message)."""
+
+
 class VocabularyMismatchError(BackendError):
     """A drafter's vocabulary is not the target's (speculative decoding needs the same ids)."""
+
+
+class ToolchainMissingError(EngineEnvironmentError):
+    """An engine built from source needs a tool that is not on the PATH (cmake, a C++
+    compiler); the message names it and how to install it."""
+
+
+class EngineBuildError(EngineEnvironmentError):
+    """Building an engine from source failed; the message quotes the build's first error line
+    and names the full log."""
+
+
+class ModelFileError(ModelDirectoryError):
+    """A model file (a GGUF) that does not exist or that the engine does not load."""
 
 
 class ServerLostError(BackendError):
