@@ -84,7 +84,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -100,6 +100,7 @@ __all__ = [
     "POLICY_MISS",
     "Alternative",
     "InvalidAuditError",
+    "LawLike",
     "Pooling",
     "Residual",
     "StatisticalReport",
@@ -838,6 +839,11 @@ class StatisticalReport:
         residuals: the cells with the largest |standardised residual|, largest first.
         empirical_tv: TV distance between the empirical and the reference law (biased upward by
             sampling noise; ``noise_tv`` is its expectation under the reference).
+        reproduced: ``(same, drawn again)``: how many seeds drawn twice gave the same outcome,
+            for a sampler declared not to reproduce a seed (`dsi_ref.audit.serial`) or a lossy
+            one that did not (``None`` otherwise).
+        independence: for such a sampler, the summary of the test of independence from the
+            previous sample that replaces the determinism check (empty otherwise).
     """
 
     verdict: Literal["lossless", "lossy", "inconclusive"]
@@ -863,6 +869,8 @@ class StatisticalReport:
     seconds: float = 0.0
     counts: Mapping[Outcome, int] = field(default_factory=dict, repr=False)
     asymptotic_p_value: float = math.nan
+    reproduced: tuple[int, int] | None = None
+    independence: str = ""
 
     @property
     def rejected(self) -> bool:
@@ -886,6 +894,11 @@ class StatisticalReport:
                 f"{self.alternative} (required {self.required_power:g}); empirical TV "
                 f"{self.empirical_tv:.4g} (noise level {self.noise_tv:.3g})")
         lines = [head]
+        if self.reproduced is not None:
+            lines.append(f"  seeds drawn again: {self.reproduced[0]} of {self.reproduced[1]} "
+                         "gave the same outcome")
+        if self.independence:
+            lines.append(f"  {self.independence}")
         for outcome, count in self.impossible:
             lines.append(f"  impossible outcome {outcome!r} seen {count} times "
                          "(probability 0 under the reference)")
@@ -1021,7 +1034,10 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
     probability ``(Σ_x P(x)²)^determinism_checks``, e.g. below 1e-6 for 10 checks of a law
     whose most likely outcome has probability below 1/4. Unlike the exact audit, global
     generators are not forbidden here (``np.random.seed(seed)`` then ``np.random.*`` is a
-    legitimate sampler).
+    legitimate sampler). A sampler whose law the test already rejects is reported ``"lossy"``
+    rather than refused (rejecting "independent draws from the reference" is sound whether or
+    not the draws are seeded), with the number of re-drawn seeds that reproduced
+    (``reproduced``) when some did not.
 
     Args:
         sample_fn: draws one outcome given a seed (a tuple of tokens, a list, or a `Run`; a
@@ -1095,10 +1111,14 @@ def statistical_audit(sample_fn: Callable[[int], Any], reference_law: LawLike,
         if len(first) < determinism_checks:
             first.append((s, outcome))
     seconds = time.perf_counter() - start
+    report = audit_counts(counts, law, alternative=alternative, alpha=alpha, power=power,
+                          min_expected=min_expected, top=top, on_underpowered=on_underpowered,
+                          seed=seed, seconds=seconds)
+    if report.rejected:  # lossy whether or not seeded: say how many seeds reproduce
+        same = sum(_outcome(sample_fn(s), s) == outcome for s, outcome in first)
+        return report if same == len(first) else replace(report, reproduced=(same, len(first)))
     _check_determinism(sample_fn, first)
-    return audit_counts(counts, law, alternative=alternative, alpha=alpha, power=power,
-                        min_expected=min_expected, top=top, on_underpowered=on_underpowered,
-                        seed=seed, seconds=seconds)
+    return report
 
 
 def rejection_rate(true_law: LawLike, reference_law: LawLike, n_samples: int, repeats: int,

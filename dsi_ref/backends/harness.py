@@ -21,16 +21,17 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..audit.exact import Law
 from ..audit.laws import target_distribution
 from ..audit.statistical import (
     POLICY_ALPHA,
     Alternative,
+    LawLike,
     StatisticalReport,
     required_samples,
+    sample_seeds,
     statistical_audit,
 )
 from ..base.errors import InvalidParameterError, UnderpoweredError
@@ -55,17 +56,41 @@ class EngineUnderTest:
         greedy: the engine decodes greedily: the reference is the point mass on the target's
             greedy sequence (ties: lowest id).
         name: a label for reports.
+        reproducible: ``False`` declares an engine that does not give the same tokens for the
+            same seed by design (unseeded draft noise, a cache of earlier outputs): the audit
+            reports the share of seeds that reproduce and tests independence from the previous
+            sample instead of refusing it (`dsi_ref.audit.serial`).
+        why_not_reproducible: the reason, for reports (required with ``reproducible=False``).
+        sample_map: ``(sample, seeds) -> samples`` that draws many seeds at once (an engine
+            that batches requests); ``None`` draws them one by one.
+        law: the reference law itself, when it is not ``target``'s (e.g. computed from a real
+            checkpoint's logits); ``target`` is then only a label-bearing placeholder.
     """
 
     sample: Callable[[int], Sequence[int]]
-    target: LanguageModel
+    target: LanguageModel | None
     prompt: tuple[int, ...] = ()
     max_new_tokens: int = 1
     greedy: bool = False
     name: str = "engine"
+    reproducible: bool = True
+    why_not_reproducible: str = ""
+    sample_map: Callable[[Callable[[int], Any], list[int]], Iterable[Any]] | None = None
+    law: LawLike | None = None
 
-    def reference_law(self) -> Law:
-        """The exact law of the first ``N`` tokens after ``prompt`` (`target_distribution`)."""
+    def __post_init__(self) -> None:
+        if self.target is None and self.law is None:
+            raise InvalidParameterError(f"{self.name}: give the reference as target or law")
+        if not self.reproducible and not self.why_not_reproducible:
+            raise InvalidParameterError(f"{self.name}: reproducible=False needs "
+                                        "why_not_reproducible (the engine's reason)")
+
+    def reference_law(self) -> LawLike:
+        """The exact law of the first ``N`` tokens after ``prompt`` (`target_distribution`),
+        or `law` when given."""
+        if self.law is not None:
+            return self.law
+        assert self.target is not None
         return target_distribution(self.target, self.prompt, self.max_new_tokens,
                                    greedy=self.greedy)
 
@@ -147,7 +172,7 @@ class AuditPlan:
                 f"outcomes), false-alarm rate <= {self.alpha:g}")
 
 
-def plan_audit(engine: EngineUnderTest, law: Law, *, epsilon: float, alpha: float,
+def plan_audit(engine: EngineUnderTest, law: LawLike, *, epsilon: float, alpha: float,
                power: float) -> AuditPlan:
     """The sample size (`required_samples`) reaching ``power`` against TV ``>= epsilon``."""
     alternative = Alternative.tv(epsilon)
@@ -169,6 +194,12 @@ def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_AL
     ``progress``: ``True`` for a tqdm bar on stderr, or a wrapper of the seed iterator.
     ``on_plan`` is called with the `AuditPlan` before sampling starts.
 
+    An engine declared not to reproduce a seed (``reproducible=False``) is not refused for it:
+    the audit tests its law at ``alpha / 2``, reports how many of 10 seeds drawn again gave the
+    same tokens, and spends the other ``alpha / 2`` on the test of independence from the
+    previous sample that stands in for the determinism check (`dsi_ref.audit.serial`); it is
+    ``"lossy"`` if either test rejects.
+
     >>> import dsi_ref as dr
     >>> target = dr.TableLM.random(3, 1, seed=1)
     >>> def sample(seed: int) -> tuple[int, ...]:
@@ -179,7 +210,9 @@ def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_AL
     """
     engine = load_engine(entry)
     law = engine.reference_law()
-    plan = plan_audit(engine, law, epsilon=epsilon, alpha=alpha, power=power)
+    reproducible = engine.reproducible
+    main_alpha = alpha if reproducible else alpha / 2  # the other half: independence (serial)
+    plan = plan_audit(engine, law, epsilon=epsilon, alpha=main_alpha, power=power)
     if on_plan is not None:
         on_plan(plan)
     wrap: Callable[[Iterable[int]], Iterable[int]] | None
@@ -192,9 +225,33 @@ def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_AL
             return bar
     else:
         wrap = progress or None
-    return statistical_audit(lambda s: tuple(engine.sample(s)), law, plan.n_samples,
-                             alternative=Alternative.tv(epsilon), alpha=alpha, power=power,
-                             seed=seed, progress=wrap)
+    drawn: list[Any] = []
+
+    def recorded(sample: Callable[[int], Any], seeds: list[int]) -> Iterable[Any]:
+        values = (engine.sample_map(sample, seeds) if engine.sample_map is not None
+                  else (sample(s) for s in seeds))
+        for value in values:
+            drawn.append(tuple(value))
+            yield value
+
+    def sample(s: int) -> tuple[int, ...]:
+        return tuple(engine.sample(s))
+
+    report = statistical_audit(sample, law, plan.n_samples, alternative=Alternative.tv(epsilon),
+                               alpha=main_alpha, power=power, seed=seed, progress=wrap,
+                               determinism_checks=10 if reproducible else 0,
+                               sample_map=recorded if (engine.sample_map or not reproducible)
+                               else None)
+    if reproducible:
+        return report
+    from ..audit.serial import independence_check, reproduction_share
+
+    seeds = sample_seeds(seed, plan.n_samples)
+    again = list(zip(seeds[:10], drawn[:10], strict=True))
+    independence = independence_check(drawn, law, alpha=alpha / 2, epsilon=epsilon)
+    verdict = "lossy" if independence.rejected else report.verdict
+    return replace(report, verdict=verdict, reproduced=reproduction_share(sample, again),
+                   independence=f"{independence} [{engine.why_not_reproducible}]")
 
 
 def report_json(report: StatisticalReport, *, engine: str, entry: str, epsilon: float,
@@ -212,6 +269,8 @@ def report_json(report: StatisticalReport, *, engine: str, entry: str, epsilon: 
                        for o, c in report.impossible],
         "seconds": report.seconds if seconds is None else seconds,
         "samples_per_second": report.samples_per_second, "seed": report.seed,
+        "reproduced": list(report.reproduced) if report.reproduced is not None else None,
+        "independence": report.independence,
         "dsi_ref": __version__, "python": sys.version.split()[0],
     }
 

@@ -1,0 +1,221 @@
+"""vLLM's rejection sampler called directly, on synthetic rows: each position audited.
+
+``vllm.v1.sample.rejection_sampler.rejection_sample`` takes, for a batch of requests, the draft
+tokens, the draft rows ``q`` (or none: n-gram-style drafts, one-hot), the target logits and the
+bonus tokens, and returns the tokens each request emits. Here the rows are built in code, the
+same for every request of a batch (a context-free target): position ``j``'s row ``p_j`` and
+draft row ``q_j``. The drafts are drawn from ``q_j`` and the bonus token from ``p_{k+1}`` by
+this module (numpy, seeded), so the kernel's only job is to verify. Speculative sampling is
+then correct exactly when, for every position ``j``, the tokens emitted there follow ``p_j``:
+whether a request reaches ``j`` depends on the earlier positions' drafts and coins alone, which
+are independent of position ``j``'s, so the tokens emitted at ``j`` are an i.i.d. sample of
+``p_j`` whatever the acceptance rates. Each position is a G test against ``p_j`` (the power
+stated against TV >= ``epsilon``, the case's ``alpha`` split over its positions); batches are
+drawn until every position has the planned number of tokens (a stopping rule on counts only).
+
+Greedy requests (temperature 0) mixed into the batch must emit the greedy chain exactly:
+accept a draft equal to the target's argmax, else emit the argmax and stop, else the bonus.
+
+The cases (`CASES`) cover rows with zeros, ties, ``p == q``, vocabularies up to 32,000, ``k``
+from 1 to 5, one-hot drafts, and greedy and random requests in one batch. Block verification is
+not reachable on a CPU: vLLM's CPU runner uses this sampler, which has none (a finding).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...audit.statistical import (
+    POLICY_ALPHA,
+    Alternative,
+    StatisticalReport,
+    audit_counts,
+    required_samples,
+)
+
+__all__ = ["CASES", "KernelCase", "KernelResult", "audit_kernel", "case_rows"]
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One synthetic batch shape.
+
+    Attributes:
+        name: a label.
+        vocab_size: ``V``.
+        k: draft tokens per request.
+        rows: ``random`` (random rows on ``support`` tokens), ``zeros`` (``q`` puts mass where
+            ``p`` has none and the other way round), ``ties`` (rows of equal probabilities),
+            ``equal`` (``q == p``).
+        draft_probs: hand the kernel ``q`` (probabilistic drafts); ``False``: none (one-hot
+            drafts, as n-gram speculation does).
+        greedy_share: the share of the batch's requests that are greedy.
+        support: the number of tokens with mass in a row (the rest of ``V`` is zero).
+    """
+
+    name: str
+    vocab_size: int = 8
+    k: int = 3
+    rows: str = "random"
+    draft_probs: bool = True
+    greedy_share: float = 0.0
+    support: int = 6
+
+
+#: The default cases.
+CASES: tuple[KernelCase, ...] = (
+    KernelCase("random rows, k=1", k=1),
+    KernelCase("random rows, k=3"),
+    KernelCase("random rows, k=5", k=5),
+    KernelCase("zeros in p and q", rows="zeros"),
+    KernelCase("ties", rows="ties"),
+    KernelCase("p == q", rows="equal"),
+    KernelCase("one-hot drafts (no q)", draft_probs=False),
+    KernelCase("V = 32,000", vocab_size=32_000, k=2),
+    KernelCase("V = 32,000, one-hot drafts", vocab_size=32_000, k=2, draft_probs=False),
+    KernelCase("greedy and random mixed", greedy_share=0.5),
+)
+
+
+def case_rows(case: KernelCase, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, q)``: the target rows of positions ``1..k+1`` and the draft rows of ``1..k``
+    (float64, each row a law over ``V``), per ``case.rows``."""
+    rng = np.random.default_rng(seed)
+    v, s, k = case.vocab_size, case.support, case.k
+    support = rng.choice(v, size=s, replace=False)
+    p = np.zeros((k + 1, v))
+    q = np.zeros((k, v))
+    for j in range(k + 1):
+        if case.rows == "ties":
+            p[j, support[: s // 2]] = 1.0
+        else:
+            p[j, support] = rng.dirichlet(np.ones(s))
+        p[j] /= p[j].sum()
+    for j in range(k):
+        if case.rows == "equal":
+            q[j] = p[j]
+        elif case.rows == "zeros":
+            # q shares half of p's support and adds two tokens p does not have
+            others = np.setdiff1d(np.arange(v), support)[:2]
+            q[j, support[: s // 2]] = rng.dirichlet(np.ones(s // 2))
+            q[j, others] = rng.dirichlet(np.ones(2))
+        elif case.rows == "ties":
+            q[j, support[1: s // 2 + 1]] = 1.0
+        else:
+            q[j, support] = rng.dirichlet(np.ones(s))
+        q[j] /= q[j].sum()
+    return p, q
+
+
+@dataclass
+class KernelResult:
+    """The per-position reports of one case, and the greedy requests' check."""
+
+    case: KernelCase
+    reports: list[StatisticalReport] = field(default_factory=list)
+    greedy_checked: int = 0
+    greedy_wrong: int = 0
+    requests: int = 0
+
+    @property
+    def verdict(self) -> str:
+        """``lossy`` if a position's test rejects or a greedy request is wrong."""
+        if self.greedy_wrong or any(r.rejected for r in self.reports):
+            return "lossy"
+        return "lossless"
+
+
+def _kernel() -> Any:
+    """vLLM's ``rejection_sample``, with the CPU platform's kernels registered."""
+    from vllm.platforms import current_platform
+    from vllm.v1.sample.rejection_sampler import rejection_sample
+
+    current_platform.import_kernels()
+    current_platform.register_triton_kernel_overrides()
+    return rejection_sample
+
+
+def _greedy_chain(p: np.ndarray, drafts: np.ndarray, bonus: int) -> list[int]:
+    out = []
+    for j, d in enumerate(drafts):
+        best = int(np.argmax(p[j]))
+        out.append(best)
+        if int(d) != best:
+            return out
+    return [*out, bonus]
+
+
+def _draw(rng: np.random.Generator, rows: np.ndarray, n: int) -> np.ndarray:
+    """``n`` independent draws from each row: shape ``(n, len(rows))``."""
+    cdf = np.cumsum(rows, axis=1)
+    u = rng.random((n, len(rows)))
+    out = np.empty((n, len(rows)), dtype=np.int64)
+    for j in range(len(rows)):
+        out[:, j] = np.minimum(np.searchsorted(cdf[j], u[:, j] * cdf[j, -1], side="right"),
+                               rows.shape[1] - 1)
+    return out
+
+
+def audit_kernel(case: KernelCase, *, epsilon: float = 0.2, alpha: float = POLICY_ALPHA,
+                 power: float = 0.99, seed: int = 0, batch: int | None = None) -> KernelResult:
+    """Run vLLM's rejection sampler on ``case``'s rows until every position has the planned
+    sample, and audit each position (module docstring)."""
+    import torch
+
+    rejection_sample = _kernel()
+    p, q = case_rows(case, seed)
+    k, v = case.k, case.vocab_size
+    laws = [{(t,): float(p[j, t]) for t in np.flatnonzero(p[j])} for j in range(k)]
+    share = alpha / k
+    needed = [required_samples(law, Alternative.tv(epsilon), alpha=share, power=power) or 0
+              for law in laws]
+    batch = batch or max(64, min(4000, 2 * 10**8 // (k * v * 4 * 3)))
+    rng = np.random.default_rng(seed + 1)
+    torch.manual_seed(seed + 2)
+    counts: list[Counter[Any]] = [Counter() for _ in range(k)]
+    result = KernelResult(case)
+    logits = torch.tensor(np.log(np.where(p[:k] > 0, p[:k], 1.0)) + np.where(p[:k] > 0, 0,
+                          -math.inf), dtype=torch.float32)
+    draft_rows = torch.tensor(q, dtype=torch.float32)
+    while any(sum(c.values()) < n for c, n in zip(counts, needed, strict=True)):
+        drafts = _draw(rng, q, batch)
+        bonus = _draw(rng, p[k:], batch)[:, 0]
+        greedy = rng.random(batch) < case.greedy_share
+        metadata = _Metadata(greedy)
+        out = rejection_sample(
+            torch.tensor(drafts.reshape(-1), dtype=torch.int32), [k] * batch, k,
+            torch.arange(1, batch + 1, dtype=torch.int32) * k,
+            draft_rows.repeat(batch, 1).contiguous() if case.draft_probs else None,
+            logits.repeat(batch, 1).contiguous(),
+            torch.tensor(bonus, dtype=torch.int32).view(-1, 1), metadata)
+        rows = out.numpy()
+        result.requests += batch
+        for b in range(batch):
+            emitted = [int(t) for t in rows[b] if t != -1]
+            if greedy[b]:
+                result.greedy_checked += 1
+                result.greedy_wrong += emitted != _greedy_chain(p, drafts[b], int(bonus[b]))
+                continue
+            for j, token in enumerate(emitted[:k]):
+                counts[j][(token,)] += 1
+    result.reports = [audit_counts(c, law, alternative=Alternative.tv(epsilon), alpha=share,
+                                   power=power, on_underpowered="report")
+                      for c, law in zip(counts, laws, strict=True)]
+    return result
+
+
+class _Metadata:
+    """The fields of vLLM's ``SamplingMetadata`` that ``rejection_sample`` reads."""
+
+    def __init__(self, greedy: np.ndarray) -> None:
+        import torch
+
+        self.all_greedy = bool(greedy.all())
+        self.all_random = bool(not greedy.any())
+        self.temperature = torch.tensor(np.where(greedy, 0.0, 1.0), dtype=torch.float32)
+        self.generators: dict[int, Any] = {}

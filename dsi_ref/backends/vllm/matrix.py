@@ -1,0 +1,271 @@
+"""The vLLM matrix: speculative methods × sampling settings × draft lengths, each cell audited.
+
+A cell is one engine configuration (`EngineConfig`: method, drafter, ``k``, draft and
+rejection sampling methods, which CPU expand shim) and one request setting (`Sampling`). Its
+verdict comes from `dsi_ref.backends.harness.audit_engine`: the engine's first
+`MAX_NEW_TOKENS` tokens after `PROMPT`, drawn with 64-bit per-request seeds, against their
+exact law (`dsi_ref.backends.vllm.sampling.reference_law`), with the sample size that gives
+power 0.99 against every law at total-variation distance ≥ 0.2, at false-alarm rate 1e-8
+(the policy's). A cell can also end without a verdict: ``refused`` (vLLM rejects the setting or
+the method, with its message) or ``crash`` (the engine raised while sampling).
+
+Each cell has the verdict the findings predict (`expected`), so a run that differs is news: the
+section fails. The cells of one engine run in one process (`EngineProcess`), started once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ...audit.statistical import POLICY_ALPHA, StatisticalReport
+from ...base.errors import EngineCrashError, EngineOptionError, NondeterministicProgramError
+from ..harness import EngineUnderTest, audit_engine, plan_audit
+from .engine import EngineConfig, EngineProcess
+from .models import ModelSet, build_models
+from .sampling import Sampling, reference_law
+
+__all__ = ["CELLS", "MAX_NEW_TOKENS", "PROMPT", "QUICK_CELLS", "Cell", "CellResult",
+           "expected", "run_matrix"]
+
+#: The prompt of every request: repeated pairs, so that n-gram and suffix lookups find drafts.
+PROMPT: tuple[int, ...] = (0, 1, 2, 1, 2)
+#: Tokens per request: the first is sampled before any draft, the next two are verified ones.
+MAX_NEW_TOKENS = 3
+#: Samples per batch sent to the engine (one progress-bar step).
+BATCH = 2000
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One engine configuration (drafters named, not yet built) and one request setting."""
+
+    engine: EngineConfig
+    sampling: Sampling
+
+    @property
+    def name(self) -> str:
+        """``draft_model(near) k=2 [fixed] / T=0.7``."""
+        return f"{self.engine.label} [{self.engine.expand}] / {self.sampling.label}"
+
+    @property
+    def reproducible(self) -> bool:
+        """Whether vLLM gives the same tokens for the same seed here: not with probabilistic
+        drafts (their noise is unseeded) nor with suffix decoding (it drafts from a cache of
+        earlier requests' outputs)."""
+        return not (self.engine.draft_sample_method == "probabilistic"
+                    or self.engine.method == "suffix")
+
+
+def expected(cell: Cell) -> tuple[str, str]:
+    """The verdict the findings predict for ``cell``, and the finding behind it."""
+    e, s = cell.engine, cell.sampling
+    if e.rejection_sample_method == "synthetic" and e.method is not None:
+        return "refused", "synthetic acceptance is not implemented on a CPU"
+    if e.method is None or s.greedy:
+        return "lossless", ""
+    if s.min_p or s.logit_bias:
+        return "refused", "vLLM refuses min_p and logit_bias with speculative decoding"
+    if s.top_k is not None and s.top_p is None and e.expand != "fixed":
+        return "crash", "top-k alone: a step without drafts calls max() on zero rows"
+    if e.expand == "stock":
+        return "lossy", "#55005: temperature, top-k and top-p read from uninitialised memory"
+    if e.expand == "copy-back" and (s.temperature != 1 or s.top_p is not None):
+        return "lossy", "#55005, second layer: temperature and top-p truncated to integers"
+    return "lossless", ""
+
+
+def _near(k: int = 2, **kw: Any) -> EngineConfig:
+    return EngineConfig("draft_model", "near", "near", k, **kw)
+
+
+_T1, _T07, _T13 = Sampling(), Sampling(temperature=0.7), Sampling(temperature=1.3)
+_TOP_K, _TOP_P = Sampling(top_k=3), Sampling(top_p=0.8)
+_MIN_P, _BIAS = Sampling(min_p=0.2), Sampling(logit_bias=((3, 1.5),))
+_REP = Sampling(repetition_penalty=1.3)
+_PRESENCE, _FREQUENCY = Sampling(presence_penalty=0.7), Sampling(frequency_penalty=0.5)
+_GREEDY = Sampling(temperature=0.0)
+#: Every sampling setting of the matrix.
+SETTINGS: tuple[Sampling, ...] = (_T1, _T07, _T13, _TOP_K, _TOP_P, _MIN_P, _BIAS, _REP,
+                                  _PRESENCE, _FREQUENCY, _GREEDY)
+
+
+def _cells() -> tuple[Cell, ...]:
+    plan: list[tuple[EngineConfig, Sequence[Sampling]]] = [
+        (EngineConfig(), SETTINGS),                                   # the control
+        (_near(expand="stock"), (_T1, _T07, _TOP_P, _TOP_K, _GREEDY)),
+        (_near(expand="copy-back"), (_T1, _T07, _T13, _TOP_P)),
+        (_near(expand="fixed"), SETTINGS),
+        (_near(expand="fixed", draft_sample_method="probabilistic"),
+         (_T1, _T07, _TOP_K, _TOP_P, _REP, _GREEDY)),
+        (EngineConfig("ngram", k=2, expand="stock"), (_T1,)),
+        (EngineConfig("ngram", k=2, expand="fixed"), (_T1, _T07, _TOP_K, _TOP_P, _REP, _GREEDY)),
+        (EngineConfig("suffix", k=2, expand="fixed"), (_T1, _T07, _TOP_P, _GREEDY)),
+        (EngineConfig("eagle", "eagle", "eagle", 2, expand="fixed"), (_T1, _T07, _TOP_P, _GREEDY)),
+        *((EngineConfig("draft_model", "independent", "independent", k, expand="fixed"),
+           (_T1, _T07)) for k in (1, 2, 3, 4)),
+        (_near(expand="fixed", rejection_sample_method="synthetic",
+               options=(("synthetic_acceptance_length", 2.5),)), (_T1,)),
+    ]
+    return tuple(Cell(engine, s) for engine, settings in plan for s in settings)
+
+
+#: The default matrix.
+CELLS: tuple[Cell, ...] = _cells()
+#: The smoke (CI): the control, one stock cell (lossy) and the same cell fixed (lossless).
+QUICK_CELLS: tuple[Cell, ...] = (Cell(EngineConfig(), _T1), Cell(_near(expand="stock"), _T1),
+                                 Cell(_near(expand="fixed"), _T1))
+
+
+@dataclass
+class CellResult:
+    """The outcome of one cell.
+
+    ``verdict``: ``lossless``, ``lossy``, ``refused`` (vLLM rejected the setting or method),
+    ``crash`` (the engine raised while sampling) or ``nondeterministic`` (an engine expected to
+    reproduce a seed did not). ``ok``: the verdict is the expected one.
+    """
+
+    cell: Cell
+    verdict: str
+    expected: str
+    why: str = ""
+    message: str = ""
+    report: StatisticalReport | None = field(default=None, repr=False)
+    seconds: float = 0.0
+    engine_seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    version: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The verdict is the one the findings predict."""
+        return self.verdict == self.expected
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        r = self.report
+        return {"cell": self.cell.name, "engine": self.cell.engine.as_dict(),
+                "sampling": self.cell.sampling.as_dict(), "verdict": self.verdict,
+                "expected": self.expected, "why": self.why, "message": self.message,
+                "n_samples": r.n_samples if r else 0, "power": r.power if r else None,
+                "alpha": r.alpha if r else None, "statistic": r.statistic if r else None,
+                "empirical_tv": r.empirical_tv if r else None,
+                "reproduced": list(r.reproduced) if r and r.reproduced else None,
+                "independence": r.independence if r else "", "seconds": self.seconds,
+                "samples_per_second": (r.n_samples / self.seconds if r and self.seconds else 0),
+                "engine_seconds": self.engine_seconds, "peak_rss_mb": self.peak_rss_mb,
+                "vllm": self.version}
+
+
+def _resolved(config: EngineConfig, models: ModelSet) -> EngineConfig:
+    if config.drafter and config.drafter in {"near", "independent", "wide", "eagle"}:
+        return replace(config, drafter=str(models.drafter(config.drafter)))
+    return config
+
+
+def _batched(engine: EngineProcess, sampling: Sampling,
+             bar: Callable[[int], None]) -> Callable[[Callable[[int], Any], list[int]],
+                                                    Iterable[Any]]:
+    def sample_map(_: Callable[[int], Any], seeds: list[int]) -> Iterator[tuple[int, ...]]:
+        for batch in engine.batches(PROMPT, MAX_NEW_TOKENS, sampling, seeds, batch=BATCH):
+            bar(len(batch))
+            yield from batch
+    return sample_map
+
+
+def audit_cell(cell: Cell, engine: EngineProcess, *, epsilon: float = 0.2,
+               alpha: float = POLICY_ALPHA, power: float = 0.99, seed: int = 0,
+               max_samples: int | None = None, models: ModelSet | None = None,
+               bar: Callable[[int], None] = lambda n: None) -> StatisticalReport:
+    """The statistical audit of ``cell`` on a started ``engine`` (`audit_engine`, batched).
+
+    Raises `UnderpoweredError` before sampling when the plan needs more than ``max_samples``.
+    """
+    models = models or build_models()
+    law = reference_law(models.target, PROMPT, MAX_NEW_TOKENS, cell.sampling)
+    sampling = cell.sampling
+
+    def sample(s: int) -> tuple[int, ...]:
+        return engine.generate(PROMPT, MAX_NEW_TOKENS, sampling, [s])[0]
+
+    why = "" if cell.reproducible else (
+        "probabilistic drafts draw unseeded noise" if cell.engine.method != "suffix"
+        else "suffix decoding drafts from a cache of earlier requests' outputs")
+    under = EngineUnderTest(sample, None, PROMPT, MAX_NEW_TOKENS, sampling.greedy, cell.name,
+                            reproducible=cell.reproducible, why_not_reproducible=why,
+                            sample_map=_batched(engine, sampling, bar), law=law)
+    if max_samples is not None:
+        plan = plan_audit(under, law, epsilon=epsilon,
+                          alpha=alpha if cell.reproducible else alpha / 2, power=power)
+        if plan.n_samples > max_samples:
+            from ...base.errors import UnderpoweredError
+
+            raise UnderpoweredError(max_samples, 0.0, power, plan.n_samples,
+                                    f"every law at TV >= {epsilon:g} ({cell.name})")
+    return audit_engine(under, epsilon=epsilon, alpha=alpha, power=power, seed=seed)
+
+
+def run_matrix(cells: Sequence[Cell] = CELLS, *, epsilon: float = 0.2, power: float = 0.99,
+               alpha: float = POLICY_ALPHA, seed: int = 0, progress: bool = True,
+               on_result: Callable[[CellResult], None] | None = None) -> list[CellResult]:
+    """Audit every cell, engine by engine (each started once, restarted after a crash)."""
+    models = build_models()
+    groups: dict[EngineConfig, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.engine, []).append(cell)
+    results: list[CellResult] = []
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(cells), desc="vLLM cells", unit="cell", leave=False)
+
+    def record(result: CellResult) -> None:
+        results.append(result)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(result.cell.name[:40])
+        if on_result is not None:
+            on_result(result)
+
+    for config, group in groups.items():
+        todo = list(group)
+        while todo:
+            try:
+                engine = EngineProcess(_resolved(config, models), models.target).__enter__()
+            except EngineOptionError as error:
+                for cell in todo:
+                    want, why = expected(cell)
+                    record(CellResult(cell, "refused", want, why, str(error)))
+                break
+            try:
+                while todo:
+                    cell = todo.pop(0)
+                    want, why = expected(cell)
+                    start = time.perf_counter()
+                    try:
+                        report = audit_cell(cell, engine, epsilon=epsilon, alpha=alpha,
+                                            power=power, seed=seed, models=models)
+                    except EngineOptionError as error:
+                        record(CellResult(cell, "refused", want, why, str(error),
+                                          seconds=time.perf_counter() - start))
+                        continue
+                    except EngineCrashError as error:
+                        record(CellResult(cell, "crash", want, why, str(error),
+                                          seconds=time.perf_counter() - start))
+                        break  # the engine is gone: start a fresh one for the rest
+                    except NondeterministicProgramError as error:
+                        record(CellResult(cell, "nondeterministic", want, why, str(error),
+                                          seconds=time.perf_counter() - start))
+                        continue
+                    record(CellResult(cell, report.verdict, want, why, "", report,
+                                      time.perf_counter() - start, engine.start_seconds,
+                                      engine.peak_rss_mb(), engine.version))
+            finally:
+                engine.close()
+    if bar is not None:
+        bar.close()
+    return results
