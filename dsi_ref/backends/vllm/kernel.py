@@ -38,7 +38,8 @@ from ...audit.statistical import (
     required_samples,
 )
 
-__all__ = ["CASES", "KernelCase", "KernelResult", "audit_kernel", "case_rows"]
+__all__ = ["CASES", "MUTANT", "KernelCase", "KernelResult", "audit_kernel", "case_rows",
+           "told_rows", "verified_law"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class KernelCase:
             drafts, as n-gram speculation does).
         greedy_share: the share of the batch's requests that are greedy.
         support: the number of tokens with mass in a row (the rest of ``V`` is zero).
+        mutant: tell the kernel a permuted ``q`` (the drafts are still drawn from ``q``): a
+            wrong caller, the negative control that shows the audit sees a loss here.
     """
 
     name: str
@@ -65,6 +68,7 @@ class KernelCase:
     draft_probs: bool = True
     greedy_share: float = 0.0
     support: int = 6
+    mutant: bool = False
 
 
 #: The default cases.
@@ -80,6 +84,8 @@ CASES: tuple[KernelCase, ...] = (
     KernelCase("V = 32,000, one-hot drafts", vocab_size=32_000, k=2, draft_probs=False),
     KernelCase("greedy and random mixed", greedy_share=0.5),
 )
+#: The negative control: drafts drawn from q, the kernel told q permuted (must be lossy).
+MUTANT = KernelCase("mutant: q told permuted", k=1, mutant=True)
 
 
 def case_rows(case: KernelCase, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -112,6 +118,29 @@ def case_rows(case: KernelCase, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return p, q
 
 
+def told_rows(case: KernelCase, q: np.ndarray) -> np.ndarray:
+    """The draft rows the kernel is told: ``q``, or for a mutant ``q`` with its support
+    rotated by one token (the drafts still come from ``q``)."""
+    if not case.mutant:
+        return q
+    told = np.zeros_like(q)
+    for j, row in enumerate(q):
+        support = np.flatnonzero(row)
+        told[j, np.roll(support, 1)] = row[support]
+    return told
+
+
+def verified_law(p: np.ndarray, q: np.ndarray, told: np.ndarray) -> np.ndarray:
+    """The law of the token emitted at one position by speculative sampling with the draft
+    drawn from ``q`` and verified against ``told`` (``= p`` exactly when ``told == q``):
+    ``q(x) min(1, p(x)/told(x))`` plus the rejection mass times ``(p - told)+`` normalised."""
+    ratio = np.divide(p, told, out=np.full_like(p, np.inf), where=told > 0)
+    accepted = q * np.minimum(1.0, ratio)
+    residual = np.maximum(p - told, 0.0)
+    out: np.ndarray = accepted + (1.0 - accepted.sum()) * residual / residual.sum()
+    return out
+
+
 @dataclass
 class KernelResult:
     """The per-position reports of one case, and the greedy requests' check."""
@@ -130,13 +159,18 @@ class KernelResult:
         return "lossless"
 
 
+_REGISTERED: list[Any] = []
+
+
 def _kernel() -> Any:
-    """vLLM's ``rejection_sample``, with the CPU platform's kernels registered."""
+    """vLLM's ``rejection_sample``, with the CPU platform's kernels registered (once)."""
     from vllm.platforms import current_platform
     from vllm.v1.sample.rejection_sampler import rejection_sample
 
-    current_platform.import_kernels()
-    current_platform.register_triton_kernel_overrides()
+    if not _REGISTERED:
+        current_platform.import_kernels()
+        current_platform.register_triton_kernel_overrides()
+        _REGISTERED.append(True)
     return rejection_sample
 
 
@@ -181,7 +215,7 @@ def audit_kernel(case: KernelCase, *, epsilon: float = 0.2, alpha: float = POLIC
     result = KernelResult(case)
     logits = torch.tensor(np.log(np.where(p[:k] > 0, p[:k], 1.0)) + np.where(p[:k] > 0, 0,
                           -math.inf), dtype=torch.float32)
-    draft_rows = torch.tensor(q, dtype=torch.float32)
+    draft_rows = torch.tensor(told_rows(case, q), dtype=torch.float32)
     while any(sum(c.values()) < n for c, n in zip(counts, needed, strict=True)):
         drafts = _draw(rng, q, batch)
         bonus = _draw(rng, p[k:], batch)[:, 0]

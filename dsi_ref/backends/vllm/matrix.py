@@ -28,7 +28,7 @@ from .models import ModelSet, build_models
 from .sampling import Sampling, reference_law
 
 __all__ = ["CELLS", "MAX_NEW_TOKENS", "PROMPT", "QUICK_CELLS", "Cell", "CellResult",
-           "expected", "run_matrix"]
+           "audit_cell", "batched", "expected", "run_matrix"]
 
 #: The prompt of every request: repeated pairs, so that n-gram and suffix lookups find drafts.
 PROMPT: tuple[int, ...] = (0, 1, 2, 1, 2)
@@ -63,7 +63,7 @@ def expected(cell: Cell) -> tuple[str, str]:
     """The verdict the findings predict for ``cell``, and the finding behind it."""
     e, s = cell.engine, cell.sampling
     if e.rejection_sample_method == "synthetic" and e.method is not None:
-        return "refused", "synthetic acceptance is not implemented on a CPU"
+        return "crash", "synthetic acceptance: accepted at start, asserts at the first request"
     if e.method is None or s.greedy:
         return "lossless", ""
     if s.min_p or s.logit_bias:
@@ -166,11 +166,12 @@ def _resolved(config: EngineConfig, models: ModelSet) -> EngineConfig:
     return config
 
 
-def _batched(engine: EngineProcess, sampling: Sampling,
-             bar: Callable[[int], None]) -> Callable[[Callable[[int], Any], list[int]],
-                                                    Iterable[Any]]:
+def batched(engine: EngineProcess, sampling: Sampling, bar: Callable[[int], None],
+             prompt: Sequence[int] = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS
+             ) -> Callable[[Callable[[int], Any], list[int]], Iterable[Any]]:
+    """``sample_map`` for `EngineUnderTest`: the seeds drawn as batches of requests."""
     def sample_map(_: Callable[[int], Any], seeds: list[int]) -> Iterator[tuple[int, ...]]:
-        for batch in engine.batches(PROMPT, MAX_NEW_TOKENS, sampling, seeds, batch=BATCH):
+        for batch in engine.batches(prompt, max_new_tokens, sampling, seeds, batch=BATCH):
             bar(len(batch))
             yield from batch
     return sample_map
@@ -196,7 +197,7 @@ def audit_cell(cell: Cell, engine: EngineProcess, *, epsilon: float = 0.2,
         else "suffix decoding drafts from a cache of earlier requests' outputs")
     under = EngineUnderTest(sample, None, PROMPT, MAX_NEW_TOKENS, sampling.greedy, cell.name,
                             reproducible=cell.reproducible, why_not_reproducible=why,
-                            sample_map=_batched(engine, sampling, bar), law=law)
+                            sample_map=batched(engine, sampling, bar), law=law)
     if max_samples is not None:
         plan = plan_audit(under, law, epsilon=epsilon,
                           alpha=alpha if cell.reproducible else alpha / 2, power=power)

@@ -303,14 +303,19 @@ _LOADED: dict[str, Any] = {}
 
 def logit_rows(folder: str | Path, contexts: Sequence[Sequence[int]]) -> np.ndarray:
     """The next-token logits (float64) of the checkpoint in ``folder`` after each context (all
-    of one length), by ``transformers`` in float64: the reference rows of the audit."""
+    of one length), by ``transformers`` in float64: the reference rows of the audit (any causal
+    LM ``AutoModelForCausalLM`` loads)."""
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     key = str(Path(folder).resolve())
     if key not in _LOADED:
         load_config(folder)
-        model = LlamaForCausalLM.from_pretrained(key, dtype=torch.float64)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(key, dtype=torch.float64)
+        except (OSError, ValueError, KeyError) as error:
+            raise ModelDirectoryError(f"model directory {str(folder)!r} does not load as a "
+                                      f"causal LM: {str(error).splitlines()[0]}") from None
         _LOADED[key] = model.eval()  # type: ignore[no-untyped-call]
     model = _LOADED[key]
     lengths = {len(c) for c in contexts}

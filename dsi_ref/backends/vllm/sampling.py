@@ -210,12 +210,15 @@ def processed_row(logits: np.ndarray, prompt: Sequence[int], output: Sequence[in
 
 
 def reference_law(folder: str | Path, prompt: Sequence[int], max_new_tokens: int,
-                  sampling: Sampling, *, min_mass: float = 0.0) -> dict[tuple[int, ...], float]:
+                  sampling: Sampling, *, min_mass: float = 0.0,
+                  max_outcomes: int = 10**5) -> dict[tuple[int, ...], float]:
     """The exact law of the first ``max_new_tokens`` tokens that a request with ``sampling``
     generates after ``prompt`` on the checkpoint in ``folder`` (EOS ignored, as the audit's
     requests ask): one float64 forward per generated prefix, the rows by `processed_row`.
     Outcomes of probability ``<= min_mass`` are dropped along with their subtrees (0 keeps every
-    outcome of positive probability)."""
+    outcome of positive probability). More than ``max_outcomes`` outcomes is an
+    `InvalidParameterError` (a real vocabulary: shrink the support with top-k, or ask for fewer
+    tokens): no audit could reach its power on such a law anyway."""
     from .models import logit_rows
 
     prompt = tuple(int(t) for t in prompt)
@@ -231,5 +234,10 @@ def reference_law(folder: str | Path, prompt: Sequence[int], max_new_tokens: int
                 if mass > min_mass:
                     grown[prefix + (int(token),)] = mass
         law = grown
+        if len(law) > max_outcomes:
+            raise InvalidParameterError(
+                f"the exact law of {max_new_tokens} tokens has more than {max_outcomes} "
+                f"outcomes ({len(law)} after {len(next(iter(law)))}): no statistical audit "
+                "reaches its power on it; limit the support (top_k) or the tokens")
     total = math.fsum(law.values())
     return {outcome: mass / total for outcome, mass in law.items()}
