@@ -9,7 +9,7 @@ execution).
   independent computations).
 * The core never imports ``theory``/``proofs`` (two independent computations of the same
   quantities); only the top floor (``dsi_ref.cli``, ``dsi_ref.commands``) composes them.
-* Only ``dsi_ref.backends`` imports torch / transformers / ray; nothing imports
+* Only ``dsi_ref.backends`` imports torch / transformers / ray / vllm / llama_cpp; nothing imports
   ``dsi_ref.backends`` except the top floor, and only lazily (inside a function), so the core
   works without torch.
 """
@@ -31,7 +31,8 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 CORE_THIRD_PARTY = {"numpy", "scipy", "hypothesis", "tqdm", "pytest"}
 #: Packages the core may import only inside a function (optional extras).
 CORE_LAZY = {"matplotlib"}
-TORCH_LIKE = {"torch", "transformers", "accelerate", "safetensors", "ray", "llama_cpp", "gguf"}
+TORCH_LIKE = {"torch", "transformers", "accelerate", "safetensors", "ray", "llama_cpp", "gguf",
+              "vllm"}
 #: The floors of the core: a room may import its own floor and the floors listed for it.
 FLOORS: dict[str, set[str]] = {
     "base": set(),
