@@ -9,9 +9,9 @@
 every cell of `dsi_ref.backends.vllm.matrix.CELLS` (each at the policy's α = 1e-8, power 0.99
 against every law at TV >= 0.2 from the exact reference), every case of vLLM's rejection
 sampler called directly (`dsi_ref.backends.vllm.kernel.CASES` and the mutant), and the
-silently ignored options (`dsi_ref.backends.vllm.ignored`), then writes
-benchmarks/findings/vllm-VERSION.md: the findings, each table with the release on every row,
-and what the run cost (wall time of the matrix on this machine, each engine's start-up and
+silently ignored options (`dsi_ref.backends.vllm.ignored`), then writes a file of
+benchmarks/findings (`vllm-VERSION.md`): the findings, each table with the release on every
+row, and what the run cost (wall time of the matrix on this machine, each engine's start-up and
 peak resident memory). Seeds are fixed (seed 0 per cell), but vLLM's scheduling of a batch is
 not a function of the seed alone for the engines that do not reproduce a seed, so a rerun
 gives the same verdicts, not always the same counts.

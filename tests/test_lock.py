@@ -109,6 +109,47 @@ def test_the_command_locks_agree_with_the_test_lock(python: str) -> None:
             assert set(hashes) == test[pkg][1], f"{name}/{python}: {pkg}'s hashes differ"
 
 
+ENGINE_LOCKS = [(name, python) for name, spec in RUN.ENGINE_ENVS.items()
+                for python in spec["pythons"]]
+
+
+@pytest.mark.parametrize(("name", "python"), ENGINE_LOCKS)
+def test_every_engine_lock_was_made_from_its_inputs_and_is_hashed(name: str, python: str) -> None:
+    """An engine environment's lock (run.py ENGINE_ENVS): made from locks/NAME.in and this
+    pyproject's core, every pin hashed, every requirement of NAME.in and of the core pinned at
+    an allowed version, and the omitted packages absent."""
+    path = RUN.lock_path(name, python)
+    assert path.exists(), f"{path.name} is missing: run python3 run.py lock {name}"
+    digest = re.search(r"^# input-digest: (\S+)$", path.read_text(), re.M)
+    assert digest, f"{path.name} has no input-digest line"
+    assert digest[1] == RUN.engine_digest(name, (ROOT / "pyproject.toml").read_bytes()), (
+        f"locks/{name}.in or pyproject's core changed since {path.name} was made: "
+        f"run python3 run.py lock {name}")
+    entries = _lock_entries(path)
+    pinned = {n: v for n, v, _ in entries}
+    assert len(pinned) == len(entries), "a package is pinned twice"
+    assert all(hashes for _, _, hashes in entries), "a pin has no hash"
+    lines = [line.split("#", 1)[0].strip() for line in RUN.engine_input(name).read_text()
+             .splitlines()]
+    wanted = [Requirement(line) for line in lines if line] + [
+        Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
+    for req in wanted:
+        key = canonicalize_name(req.name)
+        assert key in pinned, f"{name}/{python}: {req} is not in the lock"
+        assert req.specifier.contains(Version(pinned[key]), prereleases=True), (
+            f"{name}/{python}: the lock pins {req.name}=={pinned[key]}, {name}.in says {req}")
+    for omitted in RUN.ENGINE_ENVS[name]["omit"]:
+        assert canonicalize_name(omitted) not in pinned, f"{omitted} must stay out of the lock"
+
+
+def test_an_engine_lock_input_edit_changes_its_digest() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    for name in RUN.ENGINE_ENVS:
+        digest = RUN.engine_digest(name, pyproject)
+        edited = pyproject.decode().replace('"numpy>=1.26",', '"numpy>=1.27",').encode()
+        assert RUN.engine_digest(name, edited) != digest
+
+
 def test_a_pyproject_edit_changes_the_digest_and_formatting_does_not() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     digest = RUN.input_digest(text.encode())
