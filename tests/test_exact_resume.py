@@ -17,7 +17,7 @@ from fractions import Fraction as F
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dsi_ref as dr
@@ -229,3 +229,87 @@ def test_si_drawing_drafts_only_when_needed_keeps_the_law(
     merged = dr.exact_distribution(program)
     assert merged == dr.exact_distribution(program, merge=False)
     assert merged == dr.exact_distribution(program, keyed=False)
+
+
+# -- resuming keeps every counter of the run (#34, point 3) ------------------------------------
+#
+# A toy decoder that interprets a list of operations: draws of every kind (a uniform compared
+# with thresholds, optionally on a float grid; a Bernoulli coin; a categorical draw), each with
+# a shared key or none, and merge and resume points that offer a snapshot of its state. The
+# outcomes are summed, so different paths reach equal states and merge. A program invokes it
+# once or twice (the second invocation's entry point is another scope). `merge=True` resumes
+# from the snapshots; `merge=False` replays every path from the start: the laws must be equal.
+
+_KEYS = st.sampled_from([None, None, "a", "b"])
+_PROBABILITY = st.fractions(F(1, 8), F(7, 8), max_denominator=8)
+
+
+@st.composite
+def _operations(draw: st.DrawFn) -> tuple[tuple[Any, ...], ...]:
+    ops: list[tuple[Any, ...]] = []
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["uniform", "bernoulli", "categorical", "merge", "resume"]))
+        if kind == "uniform":
+            thresholds = tuple(draw(st.lists(_PROBABILITY, min_size=1, max_size=2)))
+            ops.append((kind, draw(_KEYS), thresholds, draw(st.sampled_from([None, 2, 3]))))
+        elif kind == "bernoulli":
+            ops.append((kind, draw(_KEYS), draw(_PROBABILITY)))
+        elif kind == "categorical":
+            weights = draw(st.lists(st.integers(0, 3), min_size=2, max_size=3)
+                           .filter(lambda w: sum(w) > 0))
+            ops.append((kind, draw(_KEYS), tuple(F(w) for w in weights)))
+        else:
+            ops.append((kind,))
+    return tuple(ops)
+
+
+def _toy_decoder(ops: tuple[tuple[Any, ...], ...], rng: Any) -> int:
+    """Run ``ops``; the state is ``[next operation, sum of the outcomes]``."""
+    state = [0, 0]
+
+    def snapshot() -> object:
+        return tuple(state)
+
+    def restore(copy: object) -> bool:
+        state[:] = copy  # type: ignore[call-overload]
+        return True
+
+    dr.merge_point(rng, ("toy", ops), entry=True, snapshot=snapshot, restore=restore)
+    while state[0] < len(ops):
+        op = ops[state[0]]
+        state[0] += 1
+        if op[0] == "merge":
+            dr.merge_point(rng, tuple(state), snapshot=snapshot, restore=restore)
+        elif op[0] == "resume":
+            if getattr(rng, "resumes", False):
+                rng.resume_point(snapshot)
+        elif op[0] == "uniform":
+            u = rng.uniform(op[1], bits=op[3])
+            state[1] += sum(1 for t in op[2] if u < t)
+        elif op[0] == "bernoulli":
+            state[1] += rng.bernoulli(op[2], op[1])
+        else:
+            state[1] += rng.categorical(op[2], op[1])
+    return state[1]
+
+
+_UNSHARED_AFTER_A_MERGE = (("uniform", None, (F(1, 3),), None), ("merge",),
+                           ("uniform", None, (F(1, 3),), None), ("merge",),
+                           ("uniform", None, (F(1, 3),), None))
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(ops=_operations(), twice=st.booleans(), keyed=st.booleans())
+@example(ops=_UNSHARED_AFTER_A_MERGE, twice=False, keyed=True)
+def test_resuming_keeps_every_counter_of_the_run(ops: tuple[tuple[Any, ...], ...], twice: bool,
+                                                 keyed: bool) -> None:
+    """Before #34 a snapshot did not keep the count of uniforms drawn without a key, so the
+    first such uniform after a restore reused an earlier one's key and interval: a spurious
+    `NondeterministicProgramError` under ``merge=True`` (the example)."""
+    def program(rng: Any) -> tuple[int, ...]:
+        return tuple(_toy_decoder(ops, rng) for _ in range(2 if twice else 1))
+
+    merged = dr.exact_distribution(program, keyed=keyed)
+    assert merged == dr.exact_distribution(program, keyed=keyed, merge=False)
+    assert sum(merged.values()) == 1

@@ -93,6 +93,7 @@ class _Checkpoint:
     entries: int  # the ordinal of the decoder's invocation in the run (its entry merge points)
     scope_outer: tuple[int, ...]  # the choices made before that invocation
     intervals: dict[Key, tuple[Fraction, Fraction]]  # the live keyed intervals there
+    unshared: int  # the uniforms drawn without a shared key before it (`_Replay.unshared`)
     snapshot: object  # the decoder's copy of its state
 
 
@@ -294,6 +295,7 @@ class _Replay:
                 self.depth = jump.depth
                 self.taken = list(self.prefix[:jump.depth])
                 self.intervals = dict(jump.intervals)
+                self.unshared = jump.unshared
                 return
         if committed is not None and self.intervals:
             for k in [k for k in self.intervals if _dead(k, committed)]:
@@ -307,7 +309,8 @@ class _Replay:
             self.events.append(_Event("merged", key=key))
             raise _Stop
         resume = None if snapshot is None else _Checkpoint(
-            self.depth, self.entries, self.scope_outer, dict(self.intervals), snapshot())
+            self.depth, self.entries, self.scope_outer, dict(self.intervals), self.unshared,
+            snapshot())
         self.events.append(_Event("ckpt", key=key, resume=resume))
 
     def resume_point(self, snapshot: Callable[[], object]) -> None:
@@ -316,7 +319,8 @@ class _Replay:
         if not self.engine.merge or self.depth < len(self.prefix):
             return
         self.events.append(_Event("resume", resume=_Checkpoint(
-            self.depth, self.entries, self.scope_outer, dict(self.intervals), snapshot())))
+            self.depth, self.entries, self.scope_outer, dict(self.intervals), self.unshared,
+            snapshot())))
 
 
 _ZERO = Fraction(0)
