@@ -191,3 +191,24 @@ def test_every_cell_has_a_predicted_verdict_and_the_matrix_covers_the_issue() ->
              and not c.sampling.greedy and c.sampling.top_k is None]
     assert stock and all(expected(c)[0] == "lossy" for c in stock)
     assert isinstance(CELLS[0], Cell)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--vllm", "--model", "/no/such/folder"], "model directory '/no/such/folder' does not exist"),
+    (["--vllm", "--model", "{target}"], "needs --draft DIR"),
+    (["--vllm", "--model", "{target}", "--draft", "{wide}"], "vocabulary of 9 tokens"),
+    (["--vllm", "--model", "{target}", "--method", "none", "--tokens", "9"],
+     "8^9 outcomes, more than 100000"),
+    ([], "give MODULE:CALLABLE or --vllm"),
+    (["some_module:make", "--vllm"], "give MODULE:CALLABLE or --vllm"),
+])
+def test_audit_engine_vllm_refuses_bad_input_in_one_line_with_status_2(
+        args: list[str], message: str, built: models.ModelSet,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from dsi_ref.cli import main
+
+    args = [a.format(target=built.target, wide=built.wide) for a in args]
+    assert main(["audit-engine", *args, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dsi-ref: error: ") and err.count("\n") == 1, err
+    assert message in err, err

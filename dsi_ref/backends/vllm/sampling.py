@@ -216,11 +216,22 @@ def reference_law(folder: str | Path, prompt: Sequence[int], max_new_tokens: int
     generates after ``prompt`` on the checkpoint in ``folder`` (EOS ignored, as the audit's
     requests ask): one float64 forward per generated prefix, the rows by `processed_row`.
     Outcomes of probability ``<= min_mass`` are dropped along with their subtrees (0 keeps every
-    outcome of positive probability). More than ``max_outcomes`` outcomes is an
-    `InvalidParameterError` (a real vocabulary: shrink the support with top-k, or ask for fewer
-    tokens): no audit could reach its power on such a law anyway."""
-    from .models import logit_rows
+    outcome of positive probability). A law that can have more than ``max_outcomes`` outcomes
+    (``V^N``, or ``k^N`` with top-k ``k``) is refused before any forward
+    (`InvalidParameterError`: on a real vocabulary, shrink the support with top-k or ask for
+    fewer tokens): no audit could reach its power on such a law anyway."""
+    from .models import load_config, logit_rows
 
+    width = int(load_config(folder)["vocab_size"])
+    if sampling.greedy:
+        width = 1
+    elif sampling.top_k is not None:
+        width = min(width, sampling.top_k)
+    if width ** max_new_tokens > max_outcomes:
+        raise InvalidParameterError(
+            f"the exact law of {max_new_tokens} tokens can have {width}^{max_new_tokens} "
+            f"outcomes, more than {max_outcomes}: no statistical audit reaches its power on "
+            "it; limit the support (top_k) or the tokens")
     prompt = tuple(int(t) for t in prompt)
     law: dict[tuple[int, ...], float] = {(): 1.0}
     for _ in range(max_new_tokens):
@@ -234,10 +245,5 @@ def reference_law(folder: str | Path, prompt: Sequence[int], max_new_tokens: int
                 if mass > min_mass:
                     grown[prefix + (int(token),)] = mass
         law = grown
-        if len(law) > max_outcomes:
-            raise InvalidParameterError(
-                f"the exact law of {max_new_tokens} tokens has more than {max_outcomes} "
-                f"outcomes ({len(law)} after {len(next(iter(law)))}): no statistical audit "
-                "reaches its power on it; limit the support (top_k) or the tokens")
     total = math.fsum(law.values())
     return {outcome: mass / total for outcome, mass in law.items()}

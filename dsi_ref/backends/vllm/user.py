@@ -20,7 +20,7 @@ from ...base.errors import EngineOptionError
 from ..harness import EngineUnderTest
 from .engine import EngineConfig, EngineProcess
 from .matrix import MAX_NEW_TOKENS, PROMPT, batched
-from .models import build_models
+from .models import build_models, load_config
 from .sampling import Sampling, reference_law
 
 __all__ = ["vllm_engine"]
@@ -39,6 +39,8 @@ def vllm_engine(*, model: str | Path | None = None, drafter: str | Path | None =
     `dsi_ref.backends.vllm.patches` (``"stock"``: vLLM as released).
     """
     sampling = sampling or Sampling()
+    if model is not None:
+        load_config(model)  # a folder that does not exist or holds no causal LM: say so first
     tiny = build_models() if model is None or drafter is None else None
     target = Path(model) if model is not None else tiny.target  # type: ignore[union-attr]
     if drafter is None and method in {"draft_model", "eagle"}:
