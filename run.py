@@ -71,6 +71,8 @@ FLOOR_PACKAGE = "transformers"
 ENGINE_ENVS: dict[str, dict[str, Any]] = {
     "vllm": {"omit": ("torchvision", "torchaudio", "torchcodec"), "section": "vllm",
              "marker": "vllm", "build": None, "pythons": ("3.11",)},
+    "llama": {"omit": (), "section": "llama", "marker": "llama", "build": "llama-examples",
+              "pythons": ("3.11", "3.12")},
 }
 
 
@@ -200,9 +202,20 @@ def engine_env_path(name: str, latest: bool = False) -> Path:
     return ROOT / f".venv-{name}{'-latest' if latest else ''}"
 
 
+def build_llama_examples(env: Path) -> None:
+    """llama.cpp's C++ speculative examples, built with cmake from the llama-cpp-python sdist the
+    lock pins (hash-checked) into ``ENV/llama-cpp-bin`` (dsi_ref.backends.llama_cpp.build)."""
+    command = [str(python_of(env)), "-m", "dsi_ref.backends.llama_cpp.build", "--lock",
+               str(lock_path("llama", this_python())), "--out", str(env / "llama-cpp-bin")]
+    print("[run.py] building llama.cpp's speculative examples from the locked sdist (about 4 "
+          "minutes on 2 cores)", flush=True)
+    if subprocess.run(command, cwd=ROOT).returncode != 0:
+        raise SystemExit("run.py: building llama.cpp's examples failed (the line above says why)")
+
+
 #: Steps run after an engine environment is installed (``ENGINE_ENVS[name]["build"]``): each
 #: takes the environment's path and is run again only when the environment is rebuilt.
-ENGINE_BUILDS: dict[str, Any] = {}
+ENGINE_BUILDS: dict[str, Any] = {"llama-examples": build_llama_examples}
 
 
 def ensure_engine_env(name: str) -> Path:
