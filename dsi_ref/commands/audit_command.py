@@ -17,6 +17,7 @@ from .audit_processors import SECTION as PROCESSORS_SECTION
 from .audit_sections import SECTIONS, Section, SectionSpec, render_section
 from .audit_vocab import SECTION as CROSS_VOCAB_SECTION
 from .hf_section import SECTION as HF_SECTION
+from .llama_section import SECTION as LLAMA_SECTION
 from .theorems_command import SECTION as THEOREMS_SECTION
 from .vllm_section import SECTION as VLLM_SECTION
 
@@ -24,7 +25,7 @@ __all__ = ["TOP_SECTIONS", "audit_sections", "install", "select_sections"]
 
 #: Audit sections defined on the top floor, run after the core's sections.
 TOP_SECTIONS: list[SectionSpec] = [PROCESSORS_SECTION, CROSS_VOCAB_SECTION, THEOREMS_SECTION,
-                                   HF_SECTION, ENGINES_SECTION, VLLM_SECTION]
+                                   HF_SECTION, ENGINES_SECTION, VLLM_SECTION, LLAMA_SECTION]
 
 
 def audit_sections() -> list[SectionSpec]:
@@ -33,16 +34,18 @@ def audit_sections() -> list[SectionSpec]:
 
 
 def select_sections(names: Sequence[str] = (), *, hf: bool = False,
-                    vllm: bool = False) -> list[SectionSpec]:
+                    vllm: bool = False, llama: bool = False) -> list[SectionSpec]:
     """The sections an audit runs: those named, else every section that is not opt-in; ``hf``
-    adds the Hugging Face section, ``vllm`` the vLLM section. Raises `KeyError` naming unknown
-    sections."""
+    adds the Hugging Face section, ``vllm`` the vLLM section, ``llama`` the llama.cpp section.
+    Raises `KeyError` naming unknown sections."""
     sections = audit_sections()
     wanted = set(names) or {s.name for s in sections if not s.opt_in}
     if hf:
         wanted.add("hf")
     if vllm:
         wanted.add("vllm")
+    if llama:
+        wanted.add("llama")
     unknown = wanted - {s.name for s in sections}
     if unknown:
         raise KeyError(f"unknown section(s): {', '.join(sorted(unknown))}; "
@@ -52,7 +55,8 @@ def select_sections(names: Sequence[str] = (), *, hf: bool = False,
 
 def _audit(args: argparse.Namespace) -> int:
     try:
-        selected = select_sections(args.section or (), hf=args.hf, vllm=args.vllm)
+        selected = select_sections(args.section or (), hf=args.hf, vllm=args.vllm,
+                                   llama=args.llama)
     except KeyError as error:
         raise InvalidParameterError(error.args[0]) from None
     if args.json is not None:
@@ -93,6 +97,9 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "extra)")
     p.add_argument("--vllm", action="store_true", help="add the vLLM matrix (needs vLLM: "
                    "`python3 run.py audit --vllm` builds its environment and runs it)")
+    p.add_argument("--llama", action="store_true", help="add the llama.cpp matrix (needs "
+                   "llama-cpp-python and the C++ examples: `python3 run.py audit --llama` builds "
+                   "their environment and runs it; skipped with the reason without them)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_audit)
