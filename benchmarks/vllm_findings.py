@@ -98,7 +98,8 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
              ignored: list[IgnoredOption]) -> list[str]:
     """The numbered findings, each from the run's verdicts."""
     stock = [r for r in results if r.cell.engine.expand == "stock" and r.verdict == "lossy"]
-    worst = max(stock, key=lambda r: r.report.empirical_tv if r.report else 0, default=None)
+    worst = max(stock, key=lambda r: r.report.empirical_tv if r.report is not None else 0,
+                default=None)
     fixed_bad = [r.cell.name for r in results if r.cell.engine.expand == "fixed"
                  and r.verdict == "lossy"]
     copy_lossy = _names(results, "lossy", expand="copy-back")
@@ -111,7 +112,8 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
         f"1. **vllm-project/vllm#55005 reproduced live: stock vLLM {v} is lossy with temperature "
         "sampling plus speculation on a CPU** ("
         + "; ".join(f"`{r.cell.name}`: TV {r.report.empirical_tv:.3f} over "
-                    f"{r.report.n_samples} samples" for r in stock if r.report) + "). The "
+                    f"{r.report.n_samples} samples" for r in stock if r.report is not None)
+        + "). The "
         "CPU stand-in for `expand_kernel` fills an int64 copy of its output and never writes it "
         "back, so the rejection sampler divides the target's logits by uninitialised memory. "
         "Greedy requests and the first token (sampled before any draft) are right. Stock "
@@ -163,7 +165,8 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
 
 
 def render(v: str, results: list[CellResult], kernels: list[tuple[KernelResult, str]],
-           ignored: list[IgnoredOption], seconds: float, when: str) -> str:
+           ignored: list[IgnoredOption], seconds: float, when: str,
+           load: tuple[float, float] = (0.0, 0.0)) -> str:
     """The release's section."""
     models = build_models()
     near = acceptance_rate(models.target, models.near, PROMPT)
@@ -206,7 +209,10 @@ def render(v: str, results: list[CellResult], kernels: list[tuple[KernelResult, 
         f"The matrix ({len(results)} cells, {engines} engines, each in a process of its own) "
         f"took {seconds / 60:.1f} min of wall time on this 2-core machine; an engine starts in "
         f"{min(starts):.1f}-{max(starts):.1f} s and peaks at {min(peaks):.0f}-{max(peaks):.0f} "
-        "MiB of resident memory (`VmHWM` of its process).", "",
+        f"MiB of resident memory (`VmHWM` of its process). The machine's one-minute load "
+        f"average was {load[0]:.1f} when the matrix started and {load[1]:.1f} when it ended "
+        "(2 cores: above 2, other work shared them, and the times are longer than the matrix's "
+        "own).", "",
     ]
     return "\n".join(lines)
 
@@ -217,13 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     v = vllm_version()
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     results = run_matrix(CELLS, epsilon=EPSILON, progress=not args.no_progress)
-    seconds = time.perf_counter() - start
+    seconds, load_end = time.perf_counter() - start, os.getloadavg()[0]
     kernels = [(audit_kernel(case), "lossless") for case in CASES]
     kernels.append((audit_kernel(MUTANT), "lossy"))
     ignored = ignored_options()
-    section = render(v, results, kernels, ignored, seconds, date.today().isoformat())
+    section = render(v, results, kernels, ignored, seconds, date.today().isoformat(),
+                     (load_start, load_end))
     if args.write:
         SECTIONS.mkdir(exist_ok=True)
         path = SECTIONS / f"vllm-{v}.md"

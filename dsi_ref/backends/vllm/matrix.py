@@ -145,19 +145,21 @@ class CellResult:
         return self.verdict == self.expected
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready fields."""
-        r = self.report
-        return {"cell": self.cell.name, "engine": self.cell.engine.as_dict(),
-                "sampling": self.cell.sampling.as_dict(), "verdict": self.verdict,
-                "expected": self.expected, "why": self.why, "message": self.message,
-                "n_samples": r.n_samples if r else 0, "power": r.power if r else None,
-                "alpha": r.alpha if r else None, "statistic": r.statistic if r else None,
-                "empirical_tv": r.empirical_tv if r else None,
-                "reproduced": list(r.reproduced) if r and r.reproduced else None,
-                "independence": r.independence if r else "", "seconds": self.seconds,
-                "samples_per_second": (r.n_samples / self.seconds if r and self.seconds else 0),
-                "engine_seconds": self.engine_seconds, "peak_rss_mb": self.peak_rss_mb,
-                "vllm": self.version}
+        """JSON-ready fields (a cell without a report has no sample fields)."""
+        out: dict[str, Any] = {
+            "cell": self.cell.name, "engine": self.cell.engine.as_dict(),
+            "sampling": self.cell.sampling.as_dict(), "verdict": self.verdict,
+            "expected": self.expected, "why": self.why, "message": self.message,
+            "seconds": self.seconds, "engine_seconds": self.engine_seconds,
+            "peak_rss_mb": self.peak_rss_mb, "vllm": self.version}
+        r = self.report  # a lossy report is falsy (StatisticalReport.__bool__): test for None
+        if r is not None:
+            out |= {"n_samples": r.n_samples, "power": r.power, "alpha": r.alpha,
+                    "statistic": r.statistic, "empirical_tv": r.empirical_tv,
+                    "reproduced": list(r.reproduced) if r.reproduced else None,
+                    "independence": r.independence,
+                    "samples_per_second": r.samples_per_second}
+        return out
 
 
 def _resolved(config: EngineConfig, models: ModelSet) -> EngineConfig:
