@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from ..audit.statistical import POLICY_ALPHA
-from .args import check_output
+from .args import check_output, nonnegative_int, positive_int
 
 __all__ = ["install"]
 
@@ -33,16 +33,6 @@ def _probability(text: str) -> float:
         value = -1.0
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
     return value
 
 
@@ -113,16 +103,6 @@ def _tokens(text: str) -> tuple[int, ...]:
     return tokens
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
-    return value
-
-
 def _nonnegative(text: str) -> float:
     try:
         value = float(text)
@@ -151,7 +131,7 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"false-alarm rate (default {POLICY_ALPHA:g})")
     p.add_argument("--power", type=_probability, default=0.99, metavar="P",
                    help="power required against TV >= E (default 0.99)")
-    p.add_argument("--seed", type=_seed, default=0, metavar="S",
+    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
                    help="root of the per-sample seeds (default 0)")
     p.add_argument("--json", metavar="PATH", help="also write the verdict as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -165,13 +145,13 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     v.add_argument("--method", default="draft_model", metavar="M",
                    help="speculative method: draft_model (default), ngram, suffix, eagle, ..., "
                    "or none (no speculation)")
-    v.add_argument("--k", type=_positive_int, default=2, help="num_speculative_tokens (2)")
+    v.add_argument("--k", type=positive_int, default=2, help="num_speculative_tokens (2)")
     v.add_argument("--draft-sample-method", choices=("greedy", "probabilistic"),
                    default="greedy")
     v.add_argument("--expand", choices=("stock", "copy-back", "fixed"), default="stock",
                    help="the CPU expand shim: stock (as released), copy-back, fixed (#55005)")
     v.add_argument("--temperature", type=_nonnegative, default=1.0)
-    v.add_argument("--top-k", type=_positive_int, default=None)
+    v.add_argument("--top-k", type=positive_int, default=None)
     v.add_argument("--top-p", type=_probability, default=None)
     v.add_argument("--min-p", type=_probability, default=None)
     v.add_argument("--repetition-penalty", type=_nonnegative, default=None)
@@ -179,6 +159,6 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     v.add_argument("--frequency-penalty", type=float, default=None)
     v.add_argument("--prompt", type=_tokens, default=None, metavar="IDS",
                    help="the prompt's token ids (default 0,1,2,1,2)")
-    v.add_argument("--tokens", type=_positive_int, default=None,
+    v.add_argument("--tokens", type=positive_int, default=None,
                    help="new tokens per request (default 3)")
     p.set_defaults(func=_audit_engine)
