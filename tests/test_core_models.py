@@ -1,4 +1,5 @@
-"""Language models: validation names the model, the prefix and the problem; nothing is repaired."""
+"""Language models: validation names the model, the prefix and the problem; nothing is repaired
+but a float row off 1 by more than rounding, which is read as the law it stands for."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 import dsi_ref as dr
 from dsi_ref.audit.strategies import exact_rows, language_models
-from dsi_ref.base.models import validate_probs
+from dsi_ref.base.models import read_row, validate_probs
 
 
 @pytest.mark.parametrize(("row", "problem"), [
@@ -91,3 +92,74 @@ def test_exact_rows_strategy_gives_distributions(row: tuple[F, ...]) -> None:
 def test_language_model_protocol_is_satisfied_by_toy_models() -> None:
     assert isinstance(dr.TableLM.context_free((F(1),)), dr.LanguageModel)
     assert isinstance(dr.FunctionLM(1, lambda p: (F(1),)), dr.LanguageModel)
+
+
+# -- float rows are read as the laws they stand for (#34, point 2) ------------------------------
+
+U = 2.0**-53
+
+
+def exact_sum(row: tuple[object, ...]) -> F:
+    return sum((F(x) for x in row), F(0))  # type: ignore[arg-type]
+
+
+def test_read_row_keeps_exact_rows_and_rows_within_rounding_of_one() -> None:
+    """The same tuple back: an exact row, or a float row whose float64 sum is within ``V · u``
+    of 1 (here exactly ``3u`` below, ``V = 3``: the boundary, kept; ``4u`` below is divided,
+    next test)."""
+    exact = (F(1, 2), F(1, 2), F(0))
+    assert read_row(exact, 3) is exact
+    for within in ((0.25, 0.25, 0.5 - 3 * U), (0.25, 0.25, 0.5 + 2 * U)):
+        assert abs(exact_sum(within) - 1) in (3 * F(U), 2 * F(U))
+        assert read_row(within, 3) is within
+
+
+@pytest.mark.parametrize("excess", [-4 * U, 4 * U, 1e-10, 9e-10, -9e-10])
+def test_read_row_divides_a_row_off_one_by_more_than_rounding_by_its_float64_sum(
+        excess: float) -> None:
+    row = (0.25, 0.25, 0.5 + excess)
+    got = read_row(row, 3)
+    total = math.fsum(row)
+    assert got == (0.25 / total, 0.25 / total, (0.5 + excess) / total)
+    assert all(type(x) is float for x in got)
+    assert abs(exact_sum(got) - 1) <= 4 * F(U)  # (V + 1) · u: what the float tolerance assumes
+
+
+def test_read_row_divides_float32_entries_in_float64_and_takes_any_sequence() -> None:
+    import numpy as np
+
+    row = [np.float32(0.5), np.float32(0.5), np.float32(2e-10)]
+    got = read_row(row, 3)
+    total = math.fsum(float(x) for x in row)
+    assert got == tuple(float(x) / total for x in row)
+    assert all(type(x) is float for x in got)
+    assert read_row([0.5, 0.5], 2) == (0.5, 0.5)
+
+
+def test_read_row_refuses_what_validation_refuses() -> None:
+    with pytest.raises(dr.InvalidDistributionError,
+                       match=r"^m at prefix \(1,\): probabilities sum to 1\.00000100+1, not 1 "):
+        read_row((0.5, 0.500001), 2, model=dr.FunctionLM(2, lambda p: (F(1), F(0)), name="m"),
+                 prefix=(1,))
+
+
+def test_the_library_models_serve_rows_as_read_row_reads_them() -> None:
+    """`FunctionLM` reads each row (and so declares ``prevalidated``); `TableLM` keeps its rows
+    read at construction; the decoders' seam reads any other model's rows."""
+    from dsi_ref.decoders.common import model_probs
+
+    row = (0.25, 0.75 + 5e-10)
+    divided = read_row(row, 2)
+    assert divided != row
+    function = dr.FunctionLM(2, lambda prefix: row)
+    assert function.prevalidated and function.probs(()) == divided
+    table = dr.TableLM(vocab_size=2, context=1, table={(0,): row}, default=row)
+    assert table.table[(0,)] == divided and table.default == divided
+
+    class Plain:
+        vocab_size, eos = 2, None
+
+        def probs(self, prefix: tuple[int, ...]) -> tuple[float, float]:
+            return row
+
+    assert model_probs(Plain(), ()) == divided  # type: ignore[arg-type]

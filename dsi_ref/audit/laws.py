@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, TypeVar
 
-from ..base.models import LanguageModel
+from ..base.errors import InvalidDistributionError
+from ..base.models import UNIT_ROUNDOFF, LanguageModel
 from ..base.validate import check_number
 from ..decoders.common import check_inputs, model_probs
 from ..decoders.verification import argmax
@@ -91,9 +92,9 @@ class LosslessReport:
         float_discrepancy: the TV distance accepted as float noise (0 when the laws are
             identical); reported apart from the verdict.
         float_tolerance_basis: where ``float_tolerance`` came from, for the message: the terms
-            of `default_float_tolerance` (choices, vocabulary, the target rows' deviation from
-            summing to 1), ``"as given"`` for a ``float_tolerance=`` of the caller, or ``""``
-            (an exact comparison, or a report of `compare_laws`).
+            of `default_float_tolerance` (choices, vocabulary), ``"as given"`` for a
+            ``float_tolerance=`` of the caller, or ``""`` (an exact comparison, or a report of
+            `compare_laws`).
     """
 
     equal: bool
@@ -253,21 +254,26 @@ def compare_laws(decoder_law: Law, target_law: Law, *, pair: Any = None,
     )
 
 
-#: Float64's unit roundoff ``u``: a rounded operation errs by a relative ``2^-53`` at most.
-UNIT_ROUNDOFF = Fraction(1, 2**53)
+#: Float64's unit roundoff ``u = 2^-53`` (`dsi_ref.base.models.UNIT_ROUNDOFF`), exactly.
+_U = Fraction(UNIT_ROUNDOFF)
 #: Float rounding allowed per choice and vocabulary entry in `default_float_tolerance`:
 #: ``2^6 · u = 2^-47`` (a first-order relative error of ``2^5 · V`` roundings, doubled).
-ROUNDING_PER_ENTRY = 2**6 * UNIT_ROUNDOFF
+ROUNDING_PER_ENTRY = 2**6 * _U
 
 
-def default_float_tolerance(longest_path: int, vocab_size: int,
-                            row_deviation: Fraction | float = 0) -> Fraction:
+def row_slack(vocab_size: int) -> Fraction:
+    """``(V + 1) · u``: how far from 1 the exact sum of a float row a decoder reads may be
+    (`dsi_ref.base.models.read_row` guarantees it for every row read through a model's seam)."""
+    return (vocab_size + 1) * _U
+
+
+def default_float_tolerance(longest_path: int, vocab_size: int) -> Fraction:
     """The TV distance `check_lossless` accepts as float noise by default, when floats are
-    involved: ``D · (V · 2^-47 + 2δ)`` for paths of at most ``D`` choices, a vocabulary of ``V``
-    tokens, and float rows that sum to 1 within ``δ`` (``row_deviation``; `check_lossless`
-    measures it exactly on the target's rows). About 1.7e-13 for D = 8, V = 3 and rows rounded
-    or normalised in float64 (``δ`` of a few ``2^-53``). It was ``D · (2 · 1e-9 + V · 2^-40)``,
-    1.6e-8, under which float32 bugs passed for noise.
+    involved: ``D · (V · 2^-47 + 2 (V + 1) · 2^-53)`` for paths of at most ``D`` choices and a
+    vocabulary of ``V`` tokens. About 1.8e-13 for D = 8, V = 3, and the same whatever the
+    model's rows: it does not grow with how far from 1 they sum. It was ``D · (V · 2^-47 + 2δ)``
+    with ``δ`` the target rows' largest ``|Σ row − 1|``, up to validation's 1e-9, under which
+    float32 bugs passed for noise again; before that ``D · (2 · 1e-9 + V · 2^-40)``.
 
     Derivation: what float64 arithmetic on these rows can do, and no more.
 
@@ -288,38 +294,39 @@ def default_float_tolerance(longest_path: int, vocab_size: int,
       the target's law normalises each row (`dsi_ref.audit.exact.exact_probabilities`), a
       decoder computes with it as it is, and a ratio or a difference of a target row and a
       drafter row that each sum to ``1 ± δ`` is off by a relative ``2δ``: ``2δ`` per choice.
-      The drafter's rows are assumed normalised as precisely as the target's.
+      Every row read through a model's seam sums to 1 within ``δ = (V + 1) · u``
+      (`row_slack`): `dsi_ref.base.models.read_row` divides a float row by its float64 sum
+      when it is off 1 by more than rounding, which the models (`TableLM`, `FunctionLM`) and
+      `dsi_ref.decoders.common.model_probs` all apply. So a row that sums to 1 only within
+      validation's 1e-9 costs the tolerance nothing: the decoder never computes with it as it
+      is. (`check_lossless` refuses a target whose float rows as read sum to 1 less precisely:
+      a model that declares ``prevalidated`` and skips `read_row`.)
 
     Measured (tests/test_float_models.py computes these figures): every decoder of the
     library, every variant, on float64 models stays 1024 times below the tolerance, and so do
     apart its rounding and the rows' deviation (the same program on the exact values of the
-    same rows tells them apart); two tree rules crash instead on a float ``p == q`` pair, a
-    finding about the rules (the exact run on the same rows fails alike). Float32 rounding in
-    a float64 pipeline (drafts drawn from float32-rounded ``q``, ``p`` rounded to float32 in
-    the ratio, the residual or block verification's weights computed in float32) moves the
-    law by 1e-10 and more on the toy models where it changes it, over 512 times the
-    tolerance: it is flagged. The zoo's mutants are at TV >= 0.005.
+    same rows tells them apart), also on rows that sum to 1 only within 1e-10 to 9e-10; two
+    tree rules crash instead on a float ``p == q`` pair, a finding about the rules (the exact
+    run on the same rows fails alike). Float32 rounding in a float64 pipeline (drafts drawn
+    from float32-rounded ``q``, ``p`` rounded to float32 in the ratio, the residual or block
+    verification's weights computed in float32) moves the law by 1e-10 and more on the toy
+    models where it changes it, over 512 times the tolerance: it is flagged, whatever the
+    rows' deviation from 1 up to validation's 1e-9. The zoo's mutants are at TV >= 0.005.
 
-    Not float noise, on purpose: rows that sum to 1 only within what validation accepts
-    (``FLOAT_TOLERANCE``, 1e-9). The target's deviation is measured and the tolerance grows
-    with it; a drafter whose rows deviate more than the target's moves the law by about that
-    deviation (its drafts follow its normalised row, its ratio reads the row as it is), which
-    shows: normalise its rows in float64 (``row / sum(row)``) or pass ``float_tolerance``. For
-    exact laws the tolerance is 0 and the comparison stays exact; ``float_tolerance=0``
-    compares float laws exactly too.
-
-    Raises:
-        InvalidParameterError: ``row_deviation`` is negative or not a finite number.
+    A decoder that reads a model's rows elsewhere than through its seam, from a model of its
+    own that returns rows summing to 1 only within 1e-9, computes with rows that are not laws:
+    that moves its law by about the deviation, which is not float noise (read the rows through
+    `model_probs`, or divide them by their sum). For exact laws the tolerance is 0 and the
+    comparison stays exact; ``float_tolerance=0`` compares float laws exactly too.
     """
-    check_number("row_deviation", row_deviation, low=0)
-    return max(1, longest_path) * (vocab_size * ROUNDING_PER_ENTRY + 2 * Fraction(row_deviation))
+    return max(1, longest_path) * (vocab_size * ROUNDING_PER_ENTRY + 2 * row_slack(vocab_size))
 
 
-def _default_basis(choices: int, vocab_size: int, row_deviation: Fraction) -> str:
+def _default_basis(choices: int, vocab_size: int) -> str:
     """The terms of `default_float_tolerance`, for a report's message."""
     exponent = ROUNDING_PER_ENTRY.denominator.bit_length() - 1
     return (f"default: {max(1, choices)} choices x ({vocab_size} x 2^-{exponent} of float64 "
-            f"rounding + 2 x {readable(row_deviation)}, the target rows' largest |sum - 1|)")
+            f"rounding + 2 x {vocab_size + 1} x 2^-53 of rows read within rounding of 1)")
 
 
 def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
@@ -344,9 +351,11 @@ def check_lossless(program: Callable[[Any], Any], target: LanguageModel,
     float noise, reported apart (``report.float_discrepancy``), provided the decoder puts no
     mass on a sequence the target cannot produce (a zero stays an exact zero in floats, so that
     is never noise). ``None`` (default) is `default_float_tolerance` for the longest path ``D``
-    (at least ``max_new_tokens``), the target's vocabulary and the largest ``|Σ row − 1|`` of
-    the target's float rows read (derived there: float64 rounding, ~1e-12 on toy models, under
-    which a float32 rounding does not hide); ``0`` compares exactly. The report says which
+    (at least ``max_new_tokens``) and the target's vocabulary (derived there: float64 rounding,
+    ~1e-13 on toy models, under which a float32 rounding does not hide, whatever the rows'
+    deviation from summing to 1 that validation accepts; a target whose float rows as read sum
+    to 1 less precisely than rounding is refused with `InvalidDistributionError`: see there);
+    ``0`` compares exactly. The report says which
     (``float_tolerance_basis``). When no float was involved the comparison is exact whatever
     ``float_tolerance`` says.
     """
@@ -372,9 +381,19 @@ def exact_comparison(program: Callable[[Any], Any], target: LanguageModel,
     basis = ""
     if exact.inexact or inexact:
         if float_tolerance is None:
+            if deviation > row_slack(target.vocab_size):
+                name = getattr(target, "name", None) or type(target).__name__
+                raise InvalidDistributionError(
+                    f"the float rows of the target {name!r} sum to 1 only within "
+                    f"{float(deviation):.3g} as decoders read them, not within rounding "
+                    f"({float(row_slack(target.vocab_size)):.3g}): a model that declares "
+                    "prevalidated must return its rows as dsi_ref.base.models.read_row reads "
+                    "them (divided by their float64 sum), else the default float tolerance "
+                    "cannot tell a decoder's float32 rounding from the rows' own error (or "
+                    "pass float_tolerance)")
             choices = max(exact.longest_path, max_new_tokens)
-            tolerance = default_float_tolerance(choices, target.vocab_size, deviation)
-            basis = _default_basis(choices, target.vocab_size, deviation)
+            tolerance = default_float_tolerance(choices, target.vocab_size)
+            basis = _default_basis(choices, target.vocab_size)
         else:
             tolerance, basis = float_tolerance, "as given"
     named = pair if pair is not None and not isinstance(pair, str) else _Named(pair, target)

@@ -5,8 +5,11 @@ next token after ``prefix`` (a tuple of token ids, the prompt included). Toy mod
 `fractions.Fraction` rows so that every law computed downstream is exact; float rows are accepted
 too (tolerance 1e-9 on the sum), for the torch backend and for speed.
 
-Nothing here renormalises, clips or falls back: a bad row raises `InvalidDistributionError` naming
-the model, the prefix and the problem.
+Nothing here clips or falls back: a bad row raises `InvalidDistributionError` naming the model, the
+prefix and the problem. A valid float row is read as the law it stands for (`read_row`): one that
+sums to 1 only within validation's 1e-9, not within rounding, is divided by its float64 sum, so
+that no decoder computes with rows that are not laws (the float tolerance of the exact audit,
+`dsi_ref.audit.laws.default_float_tolerance`, relies on it).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from .validate import check_int, check_number, check_seed, is_int
 
 __all__ = [
     "FLOAT_TOLERANCE",
+    "UNIT_ROUNDOFF",
     "FunctionLM",
     "InvalidDistributionError",
     "LanguageModel",
@@ -33,6 +37,7 @@ __all__ = [
     "Probs",
     "TableLM",
     "checked_probs",
+    "read_row",
     "sequential_sum",
     "validate_probs",
 ]
@@ -57,6 +62,8 @@ def sequential_sum(values: Iterable[Number]) -> Number:
 
 #: Largest |sum - 1| accepted for a float distribution.
 FLOAT_TOLERANCE = 1e-9
+#: The unit roundoff of float64, ``u = 2^-53``: a rounded operation errs by a relative ``u``.
+UNIT_ROUNDOFF = 2.0 ** -53
 
 
 
@@ -91,41 +98,75 @@ def validate_probs(probs: Probs, vocab_size: int, *, model: object = None,
     Exact rows (all `Fraction`/int) must sum to exactly 1; float rows to within `FLOAT_TOLERANCE`.
     Negative entries, NaN and infinities are rejected.
     """
-    where = f"{_name(model)} at prefix {prefix!r}"
+    _check_row(probs, vocab_size, model, prefix)
+
+
+def read_row(probs: Probs, vocab_size: int, *, model: object = None, prefix: Prefix = ()
+             ) -> tuple[Number, ...]:
+    """A row as decoders read it: validated (`validate_probs`), and, when it has a float entry
+    and its float64 sum (``math.fsum``, correctly rounded) is off 1 by more than ``V · u``
+    (``u = 2^-53``, `UNIT_ROUNDOFF`), each entry divided by that sum in float64.
+
+    So every float row read sums to 1 within ``(V + 1) · u``, exactly: a row kept is within
+    ``V · u`` of its rounded sum, which is within ``u`` of its exact sum; a divided row is within
+    about ``2u`` (each quotient rounds by a relative ``u``, the sum by ``u``). A row that sums
+    to 1 only within what validation accepts (`FLOAT_TOLERANCE`) stands for the law it sums to
+    (`dsi_ref.audit.exact.exact_probabilities` reads it so), and a decoder computing with it as
+    it is (``min(1, p/q)``, ``(p − q)+``) would move its law by about that deviation: the
+    float tolerance of the exact audit could not tell that from float32 rounding. Exact rows
+    and rows within rounding of 1 are returned as they are (the same tuple).
+
+    >>> read_row((0.5, 0.5 + 4e-10), 2)
+    (0.4999999998, 0.5000000002)
+    """
+    row = probs if type(probs) is tuple else tuple(probs)
+    if _check_row(row, vocab_size, model, prefix):
+        return row
+    total = math.fsum(float(x) for x in row)
+    if abs(total - 1.0) <= len(row) * UNIT_ROUNDOFF:
+        return row
+    return tuple(float(x) / total for x in row)
+
+
+def _check_row(probs: Probs, vocab_size: int, model: object, prefix: Prefix) -> bool:
+    """`validate_probs`; whether the row is exact (no float entry)."""
+    def where() -> str:  # named only in an error: a row is read thousands of times
+        return f"{_name(model)} at prefix {prefix!r}"
+
     if len(probs) != vocab_size:
         raise InvalidDistributionError(
-            f"{where}: expected {vocab_size} probabilities, got {len(probs)}")
+            f"{where()}: expected {vocab_size} probabilities, got {len(probs)}")
     exact = True
     for i, x in enumerate(probs):
         if isinstance(x, bool):
-            raise InvalidDistributionError(f"{where}: probability of token {i} is a bool ({x})")
+            raise InvalidDistributionError(f"{where()}: probability of token {i} is a bool ({x})")
         if isinstance(x, Fraction | int):
             if x < 0:
-                raise InvalidDistributionError(f"{where}: probability of token {i} is {x} < 0")
+                raise InvalidDistributionError(f"{where()}: probability of token {i} is {x} < 0")
         elif isinstance(x, float | np.floating):
             exact = False
             if math.isnan(x) or math.isinf(x):
-                raise InvalidDistributionError(f"{where}: probability of token {i} is {x}")
+                raise InvalidDistributionError(f"{where()}: probability of token {i} is {x}")
             if x < 0:
-                raise InvalidDistributionError(f"{where}: probability of token {i} is {x} < 0")
+                raise InvalidDistributionError(f"{where()}: probability of token {i} is {x} < 0")
         else:
             raise InvalidDistributionError(
-                f"{where}: probability of token {i} has type {type(x).__name__}; "
+                f"{where()}: probability of token {i} has type {type(x).__name__}; "
                 "use fractions.Fraction (exact) or float")
     total = sum(probs)
     if exact:
         if total != 1:
-            raise InvalidDistributionError(f"{where}: probabilities sum to {total}, not 1")
+            raise InvalidDistributionError(f"{where()}: probabilities sum to {total}, not 1")
     elif abs(float(total) - 1.0) > FLOAT_TOLERANCE:
         raise InvalidDistributionError(
-            f"{where}: probabilities sum to {float(total)!r}, not 1 (tolerance {FLOAT_TOLERANCE})")
+            f"{where()}: probabilities sum to {float(total)!r}, not 1 (tolerance "
+            f"{FLOAT_TOLERANCE})")
+    return exact
 
 
 def checked_probs(model: LanguageModel, prefix: Prefix) -> tuple[Number, ...]:
-    """``model.probs(prefix)`` as a tuple, validated (see `validate_probs`)."""
-    row = tuple(model.probs(prefix))
-    validate_probs(row, model.vocab_size, model=model, prefix=prefix)
-    return row
+    """``model.probs(prefix)`` as a tuple, validated and read as a law (see `read_row`)."""
+    return read_row(model.probs(prefix), model.vocab_size, model=model, prefix=prefix)
 
 
 def _name(model: object) -> str:
@@ -144,7 +185,8 @@ def _check_vocab(vocab_size: int, eos: int | None) -> None:
 
 
 class FunctionLM:
-    """A model given by a function ``probs(prefix) -> row``; rows are validated on every call.
+    """A model given by a function ``probs(prefix) -> row``; rows are validated on every call
+    and read as laws (`read_row`), so decoders need not check them again (``prevalidated``).
 
     >>> m = FunctionLM(vocab_size=2, probs=lambda prefix: (Fraction(3, 5), Fraction(2, 5)))
     >>> m.probs((0, 1))
@@ -152,6 +194,9 @@ class FunctionLM:
     """
 
     __slots__ = ("eos", "fn", "name", "vocab_size")
+
+    #: ``probs`` validates every row it returns.
+    prevalidated = True
 
     def __init__(self, vocab_size: int, probs: Callable[[Prefix], Probs], eos: int | None = None,
                  name: str = "FunctionLM") -> None:
@@ -167,11 +212,9 @@ class FunctionLM:
         return f"FunctionLM(vocab_size={self.vocab_size}, eos={self.eos}, name={self.name!r})"
 
     def probs(self, prefix: Prefix) -> tuple[Number, ...]:
-        """The validated row ``fn(prefix)``."""
+        """The validated row ``fn(prefix)``, read as a law (`read_row`)."""
         prefix = tuple(prefix)
-        row = tuple(self.fn(prefix))
-        validate_probs(row, self.vocab_size, model=self, prefix=prefix)
-        return row
+        return read_row(self.fn(prefix), self.vocab_size, model=self, prefix=prefix)
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,7 +224,7 @@ class TableLM:
     ``table`` maps each context tuple (length ``context``, or shorter at the start of a sequence)
     to a row; ``default`` is used for contexts missing from the table (e.g. the empty context).
     ``context = 0`` gives a context-free model (one row for every prefix). Rows are validated once,
-    at construction.
+    at construction, and kept as decoders read them (`read_row`).
     """
 
     #: Rows are validated once, at construction, so decoders need not re-check them per call.
@@ -208,10 +251,10 @@ class TableLM:
             if not all(is_int(t) and 0 <= t < self.vocab_size for t in key):
                 raise InvalidParameterError(f"{self.name}: context key {key!r} holds a token "
                                             f"that is not an id below {self.vocab_size}")
-            validate_probs(row, self.vocab_size, model=self, prefix=key)
+            rows[key] = read_row(row, self.vocab_size, model=self, prefix=key)
         if self.default is not None:
-            validate_probs(tuple(self.default), self.vocab_size, model=self, prefix=())
-            object.__setattr__(self, "default", tuple(self.default))
+            object.__setattr__(self, "default", read_row(self.default, self.vocab_size,
+                                                         model=self, prefix=()))
         object.__setattr__(self, "table", rows)
 
     def probs(self, prefix: Prefix) -> tuple[Number, ...]:

@@ -49,7 +49,7 @@ from functools import lru_cache
 from typing import Literal, TypeAlias
 
 from .errors import InvalidParameterError
-from .models import LanguageModel, Number, Prefix, checked_probs
+from .models import UNIT_ROUNDOFF, LanguageModel, Number, Prefix, checked_probs
 from .validate import check_bool, check_int, check_number
 
 __all__ = [
@@ -71,9 +71,6 @@ STEPS: tuple[Step, ...] = ("temperature", "top_k", "top_p", "min_p")
 HF_ORDER: tuple[Step, ...] = ("temperature", "top_k", "top_p", "min_p")
 #: vLLM V1's order: min-p is applied with the argmax-invariant processors, before top-k/top-p.
 VLLM_ORDER: tuple[Step, ...] = ("temperature", "min_p", "top_k", "top_p")
-
-#: The unit roundoff of float64, ``u = 2^-53``.
-UNIT_ROUNDOFF = 2.0 ** -53
 
 
 @dataclass(frozen=True)
