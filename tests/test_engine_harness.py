@@ -19,7 +19,7 @@ import pytest
 import dsi_ref as dr
 from dsi_ref.audit.statistical import POLICY_ALPHA, POLICY_MISS
 from dsi_ref.backends.harness import EngineUnderTest, audit_engine, load_engine, plan_audit
-from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.base.errors import InvalidParameterError, UnderpoweredError
 from dsi_ref.cli import main
 
 TARGET = dr.TableLM.random(3, 1, seed=1, name="harness-target")
@@ -195,3 +195,27 @@ def test_the_docstring_example_runs() -> None:
 
     result = doctest.testmod(harness, raise_on_error=False, verbose=False)
     assert result.attempted >= 4 and result.failed == 0, result
+
+
+def test_a_budget_too_small_for_the_stated_power_is_refused_before_sampling(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    drawn: list[int] = []
+
+    def make() -> EngineUnderTest:
+        def sample(seed: int) -> tuple[int, ...]:
+            drawn.append(seed)
+            return dr.autoregressive(TARGET, (0,), 2, dr.Sampler(seed)).tokens
+        return EngineUnderTest(sample, TARGET, (0,), 2, name="budgeted")
+
+    needed = plan_audit(make(), make().reference_law(), epsilon=0.2, alpha=POLICY_ALPHA,
+                        power=0.99).n_samples
+    with pytest.raises(UnderpoweredError, match=f"about {needed} samples are needed"):
+        audit_engine(make, max_samples=needed - 1)
+    assert not drawn  # refused before any draw
+    si = toy_si()
+    needed = plan_audit(si, si.reference_law(), epsilon=0.2, alpha=POLICY_ALPHA,
+                        power=0.99).n_samples
+    assert main(["audit-engine", "--max-samples", str(needed - 1), "--no-progress",
+                 "test_engine_harness:toy_si"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dsi-ref: error: ") and f"about {needed} samples" in err, err

@@ -185,14 +185,17 @@ def plan_audit(engine: EngineUnderTest, law: LawLike, *, epsilon: float, alpha: 
 def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_ALPHA,
                  power: float = 0.99, seed: int = 0,
                  progress: bool | Callable[[Iterable[int]], Iterable[int]] = False,
-                 on_plan: Callable[[AuditPlan], None] | None = None) -> StatisticalReport:
+                 on_plan: Callable[[AuditPlan], None] | None = None,
+                 max_samples: int | None = None) -> StatisticalReport:
     """Audit an engine against its reference law at stated power.
 
     ``entry`` is ``"MODULE:CALLABLE"``, a callable returning an `EngineUnderTest`, or one.
     The verdict is ``"lossless"`` (no deviation found by a test of power ``>= power`` against
     every law at TV ``>= epsilon``) or ``"lossy"`` (rejected at false-alarm rate ``alpha``).
     ``progress``: ``True`` for a tqdm bar on stderr, or a wrapper of the seed iterator.
-    ``on_plan`` is called with the `AuditPlan` before sampling starts.
+    ``on_plan`` is called with the `AuditPlan` before sampling starts. ``max_samples`` is a
+    budget: a plan that needs more samples raises `UnderpoweredError` before anything is drawn
+    (its message says how many the stated power needs).
 
     An engine declared not to reproduce a seed (``reproducible=False``) is not refused for it:
     the audit tests its law at ``alpha / 2``, reports how many of 10 seeds drawn again gave the
@@ -213,6 +216,13 @@ def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_AL
     reproducible = engine.reproducible
     main_alpha = alpha if reproducible else alpha / 2  # the other half: independence (serial)
     plan = plan_audit(engine, law, epsilon=epsilon, alpha=main_alpha, power=power)
+    if max_samples is not None and plan.n_samples > max_samples:
+        from ..audit.statistical import achieved_power
+
+        raise UnderpoweredError(max_samples,
+                                achieved_power(law, Alternative.tv(epsilon), max_samples,
+                                               alpha=main_alpha),
+                                power, plan.n_samples, Alternative.tv(epsilon).describe())
     if on_plan is not None:
         on_plan(plan)
     wrap: Callable[[Iterable[int]], Iterable[int]] | None

@@ -77,7 +77,8 @@ def _audit_engine(args: argparse.Namespace) -> int:
     try:
         report = audit_engine(engine, epsilon=args.epsilon, alpha=args.alpha,
                               power=args.power, seed=args.seed,
-                              progress=not args.no_progress, on_plan=announce)
+                              progress=not args.no_progress, on_plan=announce,
+                              max_samples=args.max_samples)
     finally:
         if process is not None:
             process.close()
@@ -133,6 +134,9 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="power required against TV >= E (default 0.99)")
     p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
                    help="root of the per-sample seeds (default 0)")
+    p.add_argument("--max-samples", type=positive_int, default=None, metavar="N",
+                   help="the budget: refuse (status 2) a plan that needs more than N samples "
+                   "for the stated power, before drawing any")
     p.add_argument("--json", metavar="PATH", help="also write the verdict as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     v = p.add_argument_group("vLLM", "audit a vLLM configuration (in the vLLM environment: "

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...audit.statistical import POLICY_ALPHA, StatisticalReport
 from ...base.errors import EngineCrashError, EngineOptionError, NondeterministicProgramError
-from ..harness import EngineUnderTest, audit_engine, plan_audit
+from ..harness import EngineUnderTest, audit_engine
 from .engine import EngineConfig, EngineProcess
 from .models import ModelSet, build_models
 from .sampling import Sampling, reference_law
@@ -200,15 +200,8 @@ def audit_cell(cell: Cell, engine: EngineProcess, *, epsilon: float = 0.2,
     under = EngineUnderTest(sample, None, PROMPT, MAX_NEW_TOKENS, sampling.greedy, cell.name,
                             reproducible=cell.reproducible, why_not_reproducible=why,
                             sample_map=batched(engine, sampling, bar), law=law)
-    if max_samples is not None:
-        plan = plan_audit(under, law, epsilon=epsilon,
-                          alpha=alpha if cell.reproducible else alpha / 2, power=power)
-        if plan.n_samples > max_samples:
-            from ...base.errors import UnderpoweredError
-
-            raise UnderpoweredError(max_samples, 0.0, power, plan.n_samples,
-                                    f"every law at TV >= {epsilon:g} ({cell.name})")
-    return audit_engine(under, epsilon=epsilon, alpha=alpha, power=power, seed=seed)
+    return audit_engine(under, epsilon=epsilon, alpha=alpha, power=power, seed=seed,
+                        max_samples=max_samples)
 
 
 def run_matrix(cells: Sequence[Cell] = CELLS, *, epsilon: float = 0.2, power: float = 0.99,
