@@ -16,6 +16,7 @@ import pytest
 
 from dsi_ref.audit.exact import exact_distribution
 from dsi_ref.audit.schedulers import (
+    CONTAINED_IN,
     SCHEDULER_CLASSES,
     SchedulerClass,
     check_scheduler_class,
@@ -29,7 +30,7 @@ from dsi_ref.base.errors import InvalidParameterError, PathLimitError
 from dsi_ref.base.latency import Latency
 from dsi_ref.base.models import TableLM
 from dsi_ref.base.randomness import Key
-from dsi_ref.claims import dsi_claims
+from dsi_ref.claims import dsi_claim, dsi_claims
 from dsi_ref.decoders.dsi import dsi
 from dsi_ref.decoders.verification import VerifyRule
 
@@ -181,3 +182,65 @@ def test_oblivious_schedule_enumeration_is_bounded_and_refuses_a_scheduler() -> 
         oblivious_schedules(program, max_schedules=2)
     with pytest.raises(InvalidParameterError, match="scheduler="):
         oblivious_schedules(program, scheduler="first")
+
+
+
+def _cancelling_decoder(target: Any, drafter: Any, prompt: Sequence[int], max_new_tokens: int,
+                        rng: Any, latency: Latency | None = None, **_: Any) -> Any:
+    """Lossy, yet lossless under the ties "first", "last" and "uniform": after a forward (its
+    cost drawn from ``latency``), two ties; the output leans to token 0 when they go (x, y) and
+    as much to token 1 when they go (y, x), so the fair die averages the two."""
+    if latency is not None:
+        latency.cost("target", False, rng)
+    a = rng.choose(["x", "y"], key=("tie", F(1)))
+    b = rng.choose(["x", "y"], key=("tie", F(2)))
+    row = {("x", "y"): (F(3, 4), F(1, 4)), ("y", "x"): (F(1, 4), F(3, 4))}.get(
+        (a, b), (F(1, 2), F(1, 2)))
+    return type("Run", (), {"tokens": (rng.categorical(row),)})
+
+
+def _steering_decoder(target: Any, drafter: Any, prompt: Sequence[int], max_new_tokens: int,
+                      rng: Any, latency: Latency | None = None, **_: Any) -> Any:
+    """Lossy only for a scheduler that reads the history: a fair token, then a tie whose two
+    options keep it or flip it; a scheduler that has seen the token can always make it 0."""
+    if latency is not None:
+        latency.cost("target", False, rng)
+    token = rng.categorical((F(1, 2), F(1, 2)))
+    keep = rng.choose(["keep", "flip"], key=("tie", F(1))) == "keep"
+    return type("Run", (), {"tokens": (token if keep else 1 - token,)})
+
+
+def _verdicts(decoder: Any) -> dict[SchedulerClass, bool]:
+    """``decoder``'s verdict (lossless?) per class on the fair one-token target; random costs
+    for the random class."""
+    target = TableLM.context_free((F(1, 2), F(1, 2)))
+    random_costs = Latency(target={F(1): F(1, 2), F(2): F(1, 2)})
+    return {cls: check_scheduler_class(cls, target, target, (), 1, decoder=decoder,
+                                       latency=random_costs if cls == "random" else TIES
+                                       ).lossless
+            for cls in SCHEDULER_CLASSES}
+
+
+def test_the_order_of_the_classes_is_exactly_contained_in() -> None:
+    """#34, point 5: the classes are not a chain. For every ordered pair of classes, ``a`` is
+    contained in ``b`` (`CONTAINED_IN`) exactly when no decoder here is lossy under ``a`` and
+    lossless under ``b``: two toy decoders and the registry's rows of two DSI rules separate
+    every pair it leaves out, and none contradicts a pair it holds. Before, schedulers.py listed
+    the classes "from weakest to strongest" and a test took random to contain oblivious; the
+    cancelling decoder is lossy under oblivious and lossless under random."""
+    for a, b in CONTAINED_IN:
+        assert a != b and all((a, c) in CONTAINED_IN for x, c in CONTAINED_IN if x == b)
+    examples = {"cancelling": _verdicts(_cancelling_decoder),
+                "steering": _verdicts(_steering_decoder)}
+    for label in ("block, maximal windows", "rejection"):
+        examples[label] = {cls: dsi_claim(label, cls).verdict == "lossless"
+                           for cls in SCHEDULER_CLASSES}
+    assert examples["cancelling"] == {"oblivious": False, "random": True, "adaptive": False,
+                                      "content-aware": False}
+    assert examples["steering"] == {"oblivious": True, "random": True, "adaptive": False,
+                                    "content-aware": False}
+    for a in SCHEDULER_CLASSES:
+        for b in SCHEDULER_CLASSES:
+            if a != b:
+                separated = [name for name, v in examples.items() if not v[a] and v[b]]
+                assert ((a, b) in CONTAINED_IN) == (not separated), (a, b, separated)

@@ -1,7 +1,7 @@
 """Schedulers as adversaries: classes of schedulers and the exact check of a decoder against one.
 
-Losslessness of a concurrent decoder is a claim about *every* scheduler of a class. The classes,
-from weakest to strongest adversary (docs/design.md):
+Losslessness of a concurrent decoder is a claim about *every* scheduler of a class. The classes
+(docs/design.md):
 
 * ``oblivious`` — fixed latencies, and every choice fixed in advance, independent of content: the
   scheduler is a table ``rank(key, n)`` that, at a ``choose`` among ``n`` options named ``key``
@@ -12,12 +12,12 @@ from weakest to strongest adversary (docs/design.md):
 * ``random`` — latencies drawn from a law independently of content (every forward's cost an
   independent draw from the `Latency` passed), and ties at equal times broken by one of the tie
   rules `TIE_RULES`: ``"first"`` and ``"last"`` (the canonical order, or its reverse) and
-  ``"uniform"`` (each tie broken uniformly at random, independently: a mixture of rank tables).
+  ``"uniform"`` (each tie broken uniformly at random, independently).
   The checker takes the latency draws (and uniform ties) as probabilistic choices and checks
   the latency law it is given under each of the three rules. A claim that a decoder is lossless
   under ``random`` quantifies over *every* law of finite support, which no finite check covers:
   the registry's attack search (`dsi_ref.claims.attack`) draws laws with 1–3 support points for
-  the drafter and the target, under every tie rule and (when few enough) every rank table.
+  the drafter and the target, under each tie rule.
 * ``adaptive`` (history-adaptive) — under the latency law given (constant or random), every tie
   and every queue choice may depend on the whole history delivered so far: committed tokens,
   delivered drafts, timings. The exact checker quantifies over every resolution of every
@@ -25,6 +25,32 @@ from weakest to strongest adversary (docs/design.md):
 * ``content-aware`` — additionally sees the content of forwards still in flight (a draft
   token before it is delivered): DSI samples drafts when their forward starts
   (``sample_drafts_at="start"``) and the checker quantifies as for ``adaptive``.
+
+**Their order is not a chain** (`CONTAINED_IN` states it exactly; tests/test_schedulers_classes.py
+shows each pair it leaves out apart). ``oblivious`` and ``random`` are both contained in
+``adaptive``, which is contained in ``content-aware``; neither of the first two contains the
+other:
+
+* ``oblivious ⊆ adaptive``: a rank table is a resolution of every ``choose`` that reads the
+  history only through the choice's key (the time), under a constant latency law.
+* ``random ⊆ adaptive`` (up to mixtures): "first" and "last" are rank tables, and "uniform" is a
+  mixture of resolutions; if every scheduler of a class gives the target law, so does every
+  mixture of them, since the law under a mixture is the same mixture of their laws.
+* ``adaptive ⊆ content-aware``: a scheduler that sees the drafts in flight may ignore them
+  (the check samples drafts when their forward starts, which, under a scheduler that does not
+  look, is the same draw made earlier).
+* ``oblivious ⊄ random``: random's ties follow one of three rules, oblivious's any rank table; a
+  decoder whose bias under the table "option 0 at the first tie, option 1 at the second" is
+  cancelled by the opposite table is lossless under first, last and uniform, and lossy under
+  oblivious.
+* ``random ⊄ oblivious``: random draws its latencies, oblivious fixes them: block verification
+  with maximal windows is lossless under every oblivious scheduler and lossy under random costs
+  (the claims registry's witness).
+
+So a decoder lossy under a class is lossy under every class that contains it, and lossless
+under a class is lossless under every class it contains: the claims registry's rows follow
+`CONTAINED_IN`. `SCHEDULER_CLASSES` is only the order of the tables' columns (before issue 34
+this docstring called it "from weakest to strongest" and a test read it as a chain).
 
 `check_scheduler_class` returns a `ClassVerdict`: lossless, or the shortest witness;
 `minimal_witness` also minimises the budget (the smallest ``max_new_tokens`` that is lossy). The
@@ -52,6 +78,7 @@ from .exact import Witness, exact_distribution
 from .laws import LosslessReport, compare_laws, target_distribution
 
 __all__ = [
+    "CONTAINED_IN",
     "SCHEDULER_CLASSES",
     "TIE_RULES",
     "ClassVerdict",
@@ -67,8 +94,18 @@ __all__ = [
 ]
 
 SchedulerClass = Literal["oblivious", "random", "adaptive", "content-aware"]
+#: The classes, in the order of the tables (not a chain: `CONTAINED_IN`).
 SCHEDULER_CLASSES: tuple[SchedulerClass, ...] = ("oblivious", "random", "adaptive",
                                                  "content-aware")
+#: The order of the classes, exactly: ``(a, b)`` when every scheduler of ``a`` is a scheduler of
+#: ``b`` or a mixture of them, so that a decoder lossy under ``a`` is lossy under ``b`` (closed
+#: under transitivity; the module docstring gives the argument for each pair, and why
+#: ``oblivious`` and ``random`` do not contain each other).
+CONTAINED_IN: frozenset[tuple[SchedulerClass, SchedulerClass]] = frozenset({
+    ("oblivious", "adaptive"), ("oblivious", "content-aware"),
+    ("random", "adaptive"), ("random", "content-aware"),
+    ("adaptive", "content-aware"),
+})
 
 
 
