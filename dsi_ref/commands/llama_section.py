@@ -52,13 +52,14 @@ def llama_section(*, quick: bool = False, progress: bool = True) -> Section:
                              round(report.samples_per_second)))
         section.ok &= r.ok
         if r.predicted is not None:
-            check, tv = r.predicted
+            check, tv, power = r.predicted
             section.rows.append((f"{r.cell.name}: against its predicted law", check.verdict,
                                  "lossless", round(check.power, 6), check.n_samples,
                                  round(check.statistic, 2), round(check.empirical_tv, 4), "-",
                                  round(check.samples_per_second)))
             section.notes.append(f"{r.cell.name}: the predicted law (greedy draft, p/q test) is "
-                                 f"at exact TV {tv:.4f} from the target's")
+                                 f"at exact TV {tv:.4f} from the target's; the cell's audit has "
+                                 f"power {power:.6f} against it")
     wrong = [r.cell.name for r in results if not r.ok]
     if wrong:
         section.notes.append(f"unexpected verdicts: {'; '.join(wrong)}")

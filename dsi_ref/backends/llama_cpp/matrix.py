@@ -7,12 +7,18 @@ with power `POWER` against every law at TV ``>= EPSILON`` (`dsi_ref.audit.statis
 checking that the reference is robust to the engine's float32 logits (its margin, at least
 `MIN_MARGIN`).
 
-`cells` lays the matrix out: every path with every sampler at ``k = 2`` (near drafter), the
-speculative paths at ``k = 1, 3, 4`` (plain sampler), and the draft-model paths with the
-independent drafter. A path that equals plain sampling per seed (its ``control``) also reports
-the share of seeds on which its first `N_TOKENS` tokens are the control's, over the same seeds.
-``llama-speculative`` is expected lossy; its plain cells are also audited against the law its
-mechanism predicts (`dsi_ref.backends.llama_cpp.whitebox`), which it must follow.
+`cells` lays the matrix out: every path with every sampler at ``k = 2`` (near drafter, the
+first `N_TOKENS` tokens); the draft-length sweep, every path at ``k = 1 .. 4`` with ``N = k + 1``
+tokens (`SWEEP_SAMPLER`), so that every draft position shows in the outcome (the first token is
+the target's own: with ``N = 3`` a draft past the second would not); and the draft-model paths
+with the independent drafter. A path that equals plain sampling per seed (its ``control``) also
+reports the share of seeds on which its first tokens are the control's, over the same seeds.
+
+``llama-speculative`` is expected lossy. Each of its cells is sized for power `POWER` both
+against TV ``>= EPSILON`` and against the law its mechanism predicts
+(`dsi_ref.backends.llama_cpp.whitebox`), so that "lossy" is expected at the stated power even
+where the predicted loss is small, and is audited against that predicted law too (it must
+follow it).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from ...audit.statistical import (
     POLICY_ALPHA,
     Alternative,
     StatisticalReport,
+    achieved_power,
     laws_tv,
     required_samples,
     statistical_audit,
@@ -48,8 +55,9 @@ from .models import (
 from .sampling import SAMPLERS, SamplerConfig, coarsen, reference_law
 from .whitebox import speculative_example_law
 
-__all__ = ["EPSILON", "MIN_MARGIN", "N_TOKENS", "PATHS", "POWER", "PROMPT", "Cell", "CellResult",
-           "PathSpec", "audit_cell", "cells", "planned_samples", "prompt_ids", "run_matrix"]
+__all__ = ["EPSILON", "MIN_MARGIN", "N_TOKENS", "PATHS", "POWER", "PROMPT", "SWEEP_KS",
+           "SWEEP_SAMPLER", "Cell", "CellResult", "PathSpec", "audit_cell", "cells",
+           "planned_samples", "predicted_law", "prompt_ids", "run_matrix"]
 
 #: The prompt (its bytes; the tokenizer adds BOS): a repeated pattern, so that prompt lookup and
 #: the n-gram drafter find matches.
@@ -58,6 +66,10 @@ PROMPT = b"abcabcab"
 N_TOKENS = 3
 #: The statistical plan of every cell.
 EPSILON, POWER = 0.2, 0.99
+#: The draft lengths of the sweep, and its sampler (min-p keeps the laws of up to 5 tokens to a
+#: few hundred outcomes; its cut's margin stays above `MIN_MARGIN`).
+SWEEP_KS = (1, 2, 3, 4)
+SWEEP_SAMPLER = SAMPLERS[4]
 #: The smallest margin a reference may have (`dsi_ref.backends.llama_cpp.sampling`): 25 times
 #: the largest distance measured between llama.cpp's float32 logits and the float64 forward
 #: (4e-6, tests/test_llama_models.py).
@@ -118,12 +130,14 @@ _DRAFTERS: dict[str, Callable[[], TinyLlama]] = {"near": near_drafter,
 
 @dataclass(frozen=True)
 class Cell:
-    """One audit: a path, a sampler, a draft length and a drafter (``"-"`` for none)."""
+    """One audit: a path, a sampler, a draft length, a drafter (``"-"`` for none) and the number
+    of tokens audited."""
 
     path: str
     sampler: SamplerConfig
     k: int = 0
     drafter: str = "-"
+    n_tokens: int = N_TOKENS
 
     @property
     def spec(self) -> PathSpec:
@@ -132,12 +146,14 @@ class Cell:
 
     @property
     def name(self) -> str:
-        """``path / sampler / k / drafter``."""
+        """``path / sampler / k / drafter / N`` (``N`` when it is not `N_TOKENS`)."""
         parts = [self.path, self.sampler.name]
         if self.spec.speculative:
             parts.append(f"k={self.k}")
         if self.spec.drafter:
             parts.append(f"{self.drafter} drafter")
+        if self.n_tokens != N_TOKENS:
+            parts.append(f"N={self.n_tokens}")
         return " / ".join(parts)
 
 
@@ -147,10 +163,12 @@ def cells(quick: bool = False, families: Sequence[str] = ("binding", "cpp")) -> 
     plain = SAMPLERS[0]
     out: list[Cell] = []
 
-    def add(path: PathSpec, sampler: SamplerConfig, k: int, drafter: str = "near") -> None:
-        if path.family in families:
-            out.append(Cell(path.name, sampler, k if path.speculative else 0,
-                            drafter if path.drafter else "-"))
+    def add(path: PathSpec, sampler: SamplerConfig, k: int, drafter: str = "near",
+            n_tokens: int = N_TOKENS) -> None:
+        cell = Cell(path.name, sampler, k if path.speculative else 0,
+                    drafter if path.drafter else "-", n_tokens)
+        if path.family in families and cell not in out:
+            out.append(cell)
 
     if quick:
         for name in ("binding, no speculation", "binding, prompt lookup",
@@ -160,10 +178,9 @@ def cells(quick: bool = False, families: Sequence[str] = ("binding", "cpp")) -> 
     for path in PATHS:
         for sampler in SAMPLERS:
             add(path, sampler, 2)
-    for path in PATHS:
-        if path.speculative:
-            for k in (1, 3, 4):
-                add(path, plain, k)
+    for k in SWEEP_KS:
+        for path in PATHS:
+            add(path, SWEEP_SAMPLER, k, n_tokens=k + 1)
     for path in PATHS:
         if path.drafter:
             add(path, plain, 2, "independent")
@@ -171,24 +188,45 @@ def cells(quick: bool = False, families: Sequence[str] = ("binding", "cpp")) -> 
 
 
 @cache
-def _reference(sampler: SamplerConfig) -> tuple[dict[tuple[int, ...], float], float]:
-    law = reference_law(target_model(), prompt_ids(), N_TOKENS, sampler)
+def _reference(sampler: SamplerConfig, n_tokens: int
+               ) -> tuple[dict[tuple[int, ...], float], float]:
+    law = reference_law(target_model(), prompt_ids(), n_tokens, sampler)
     return law.law, law.margin
 
 
-@cache
-def _plan(sampler: SamplerConfig) -> int:
-    law, _ = _reference(sampler)
-    n = required_samples(law, Alternative.tv(EPSILON), alpha=POLICY_ALPHA, power=POWER)
+def _required(law: dict[tuple[int, ...], float], alternative: Alternative, what: str) -> int:
+    n = required_samples(law, alternative, alpha=POLICY_ALPHA, power=POWER)
     if n is None:
-        raise InvalidParameterError(f"{sampler.name}: no sample size reaches power {POWER}")
+        raise InvalidParameterError(f"{what}: no sample size reaches power {POWER}")
     return n
 
 
+@cache
+def _plan(sampler: SamplerConfig, n_tokens: int) -> int:
+    law, _ = _reference(sampler, n_tokens)
+    return _required(law, Alternative.tv(EPSILON), sampler.name)
+
+
+@cache
+def predicted_law(cell: Cell) -> dict[tuple[int, ...], float] | None:
+    """The law ``cell`` is predicted to follow when its path is ``llama-speculative``
+    (`dsi_ref.backends.llama_cpp.whitebox`), else ``None``."""
+    if cell.spec.mode != "speculative":
+        return None
+    law, _ = speculative_example_law(target_model(), _DRAFTERS[cell.drafter](), prompt_ids(),
+                                     cell.n_tokens, cell.sampler, cell.k)
+    return law
+
+
 def planned_samples(cell: Cell) -> int:
-    """The sample size of ``cell``'s audit (power `POWER` against TV ``>= EPSILON``; it depends
-    on the sampler's reference law only)."""
-    return _plan(cell.sampler)
+    """The sample size of ``cell``'s audit: power `POWER` against every law at TV ``>=
+    EPSILON``, and for ``llama-speculative`` also against its predicted law."""
+    n = _plan(cell.sampler, cell.n_tokens)
+    predicted = predicted_law(cell)
+    if predicted is not None:
+        law, _ = _reference(cell.sampler, cell.n_tokens)
+        n = max(n, _required(law, Alternative.of_law(predicted), cell.name))
+    return n
 
 
 @dataclass(frozen=True)
@@ -202,7 +240,7 @@ class CellResult:
         agreement: the share of seeds whose first tokens are the control's (``None``: no
             control, or the control was not run).
         predicted: for ``llama-speculative``, the audit against the law its mechanism predicts,
-            and that law's exact TV to the target's.
+            that law's exact TV to the target's, and the power of the cell's audit against it.
         samples: the generated token tuples by seed.
     """
 
@@ -211,7 +249,7 @@ class CellResult:
     expected: str
     margin: float
     agreement: float | None = None
-    predicted: tuple[StatisticalReport, float] | None = None
+    predicted: tuple[StatisticalReport, float, float] | None = None
     samples: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
 
     @property
@@ -244,14 +282,15 @@ def _parallel_map(workers: int) -> Callable[[Callable[[int], Any], list[int]], I
     return sample_map
 
 
-def audit_cell(cell: Cell, *, controls: dict[tuple[str, str], dict[int, tuple[int, ...]]]
+def audit_cell(cell: Cell, *,
+               controls: dict[tuple[str, str, int], dict[int, tuple[int, ...]]]
                | None = None, workers: int | None = None,
                on_sample: Callable[[], None] | None = None) -> CellResult:
-    """Audit one cell. ``controls`` maps ``(control path, sampler name)`` to its samples by seed
+    """Audit one cell. ``controls`` maps ``(control path, sampler name, N)`` to its samples by seed
     (filled by the controls' own cells, read by the paths that claim to equal them); ``workers``
     processes at a time for the C++ paths (default: one per core); ``on_sample`` is called after
     every sample (a progress bar)."""
-    law, margin = _reference(cell.sampler)
+    law, margin = _reference(cell.sampler, cell.n_tokens)
     if margin < MIN_MARGIN:
         raise NumericalError(f"{cell.name}: the reference's margin {margin:.2g} is below "
                              f"{MIN_MARGIN:g}: float32 rounding could move a token across a cut")
@@ -259,11 +298,11 @@ def audit_cell(cell: Cell, *, controls: dict[tuple[str, str], dict[int, tuple[in
     seen: dict[int, tuple[int, ...]] = {}
 
     def sample(seed: int) -> tuple[int, ...]:
-        tokens = tuple(raw(seed)[:N_TOKENS])
+        tokens = tuple(raw(seed)[:cell.n_tokens])
         seen.setdefault(seed, tokens)
         if on_sample is not None:
             on_sample()
-        return coarsen(tokens, N_TOKENS)
+        return coarsen(tokens, cell.n_tokens)
 
     many = cell.spec.family == "cpp" and (workers or os.cpu_count() or 1) > 1
     sample_map = _parallel_map(workers or os.cpu_count() or 1) if many else None
@@ -272,22 +311,23 @@ def audit_cell(cell: Cell, *, controls: dict[tuple[str, str], dict[int, tuple[in
                                power=POWER, sample_map=sample_map)
     agreement = None
     control = cell.spec.control
+    key = (cell.sampler.name, cell.n_tokens)
     if controls is not None:
         if control is None:
-            controls[(cell.path, cell.sampler.name)] = seen
-        elif (control, cell.sampler.name) in controls:
-            theirs = controls[(control, cell.sampler.name)]
+            controls[(cell.path, *key)] = seen
+        elif (control, *key) in controls:
+            theirs = controls[(control, *key)]
             shared = [s for s in seen if s in theirs]
             if shared:
                 agreement = sum(seen[s] == theirs[s] for s in shared) / len(shared)
     predicted = None
-    if cell.spec.mode == "speculative" and cell.sampler == SAMPLERS[0]:
-        drafter = _DRAFTERS[cell.drafter]()
-        law_pred, _ = speculative_example_law(target_model(), drafter, prompt_ids(), N_TOKENS,
-                                              cell.sampler, cell.k)
+    law_pred = predicted_law(cell)
+    if law_pred is not None:
         check = statistical_audit(sample, law_pred, alternative=Alternative.tv(EPSILON),
                                   alpha=POLICY_ALPHA, power=POWER, seed=1, sample_map=sample_map)
-        predicted = (check, laws_tv(law_pred, law))
+        power = achieved_power(law, Alternative.of_law(law_pred), report.n_samples,
+                               alpha=POLICY_ALPHA)
+        predicted = (check, laws_tv(law_pred, law), power)
     return CellResult(cell, report, cell.spec.expected, margin, agreement, predicted, seen)
 
 
@@ -296,7 +336,7 @@ def run_matrix(chosen: Sequence[Cell], *, progress: bool = True, workers: int | 
     """Audit ``chosen`` in order (controls first, so the agreement shares can be measured), with
     one progress bar over all their samples."""
     order = sorted(chosen, key=lambda c: c.spec.control is not None)
-    controls: dict[tuple[str, str], dict[int, tuple[int, ...]]] = {}
+    controls: dict[tuple[str, str, int], dict[int, tuple[int, ...]]] = {}
     results: list[CellResult] = []
     bar: Any = None
     if progress:

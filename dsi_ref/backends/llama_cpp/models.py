@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, replace
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -217,11 +218,20 @@ def _rope(x: np.ndarray, base: float = 10000.0) -> np.ndarray:
     return out
 
 
+@cache
+def _float64_weights(model: TinyLlama) -> dict[str, np.ndarray]:
+    out = {k: v.astype(np.float64) for k, v in model.weights().items()}
+    for array in out.values():
+        array.flags.writeable = False
+    return out
+
+
 def forward(model: TinyLlama, tokens: tuple[int, ...] | list[int],
             weights: dict[str, np.ndarray] | None = None) -> np.ndarray:
     """The float64 logits after each token of ``tokens`` (``(len(tokens), N_VOCAB)``).
 
-    ``weights`` (``model.weights()``) may be passed to skip drawing them again.
+    ``weights`` (``model.weights()``) may be given; by default the model's weights are drawn
+    once per process and kept (read-only).
     """
     tokens = list(tokens)
     if not tokens or any(not 0 <= t < N_VOCAB for t in tokens):
@@ -229,7 +239,8 @@ def forward(model: TinyLlama, tokens: tuple[int, ...] | list[int],
                                     f"got {tokens!r}")
     if len(tokens) > model.n_ctx:
         raise InvalidParameterError(f"{len(tokens)} tokens exceed the context {model.n_ctx}")
-    w = {k: v.astype(np.float64) for k, v in (weights or model.weights()).items()}
+    w = (_float64_weights(model) if weights is None
+         else {k: v.astype(np.float64) for k, v in weights.items()})
     n, h, hd = len(tokens), model.n_head, model.head_dim
     x = w["token_embd.weight"][tokens]
     mask = np.triu(np.full((n, n), -np.inf), 1)
