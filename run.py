@@ -73,6 +73,8 @@ ENGINE_ENVS: dict[str, dict[str, Any]] = {
              "marker": "vllm", "build": None, "pythons": ("3.11",)},
     "llama": {"omit": (), "section": "llama", "marker": "llama", "build": "llama-examples",
               "pythons": ("3.11", "3.12")},
+    "openvino": {"omit": ("torchvision",), "section": "openvino", "marker": "openvino",
+                 "build": None, "pythons": ("3.11", "3.12")},
 }
 
 
