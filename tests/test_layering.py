@@ -32,7 +32,7 @@ CORE_THIRD_PARTY = {"numpy", "scipy", "hypothesis", "tqdm", "pytest"}
 #: Packages the core may import only inside a function (optional extras).
 CORE_LAZY = {"matplotlib"}
 TORCH_LIKE = {"torch", "transformers", "accelerate", "safetensors", "ray", "llama_cpp", "gguf",
-              "vllm"}
+              "vllm", "openvino", "openvino_genai", "openvino_tokenizers", "optimum"}
 #: The floors of the core: a room may import its own floor and the floors listed for it.
 FLOORS: dict[str, set[str]] = {
     "base": set(),
