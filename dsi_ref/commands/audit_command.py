@@ -18,6 +18,7 @@ from .audit_sections import SECTIONS, Section, SectionSpec, render_section
 from .audit_vocab import SECTION as CROSS_VOCAB_SECTION
 from .hf_section import SECTION as HF_SECTION
 from .llama_section import SECTION as LLAMA_SECTION
+from .openvino_section import SECTION as OPENVINO_SECTION
 from .theorems_command import SECTION as THEOREMS_SECTION
 from .vllm_section import SECTION as VLLM_SECTION
 
@@ -25,7 +26,8 @@ __all__ = ["TOP_SECTIONS", "audit_sections", "install", "select_sections"]
 
 #: Audit sections defined on the top floor, run after the core's sections.
 TOP_SECTIONS: list[SectionSpec] = [PROCESSORS_SECTION, CROSS_VOCAB_SECTION, THEOREMS_SECTION,
-                                   HF_SECTION, ENGINES_SECTION, VLLM_SECTION, LLAMA_SECTION]
+                                   HF_SECTION, ENGINES_SECTION, VLLM_SECTION, LLAMA_SECTION,
+                                   OPENVINO_SECTION]
 
 
 def audit_sections() -> list[SectionSpec]:
@@ -34,9 +36,11 @@ def audit_sections() -> list[SectionSpec]:
 
 
 def select_sections(names: Sequence[str] = (), *, hf: bool = False,
-                    vllm: bool = False, llama: bool = False) -> list[SectionSpec]:
+                    vllm: bool = False, llama: bool = False,
+                    openvino: bool = False) -> list[SectionSpec]:
     """The sections an audit runs: those named, else every section that is not opt-in; ``hf``
-    adds the Hugging Face section, ``vllm`` the vLLM section, ``llama`` the llama.cpp section.
+    adds the Hugging Face section, ``vllm`` the vLLM section, ``llama`` the llama.cpp section,
+    ``openvino`` the OpenVINO GenAI section.
     Raises `KeyError` naming unknown sections."""
     sections = audit_sections()
     wanted = set(names) or {s.name for s in sections if not s.opt_in}
@@ -46,6 +50,8 @@ def select_sections(names: Sequence[str] = (), *, hf: bool = False,
         wanted.add("vllm")
     if llama:
         wanted.add("llama")
+    if openvino:
+        wanted.add("openvino")
     unknown = wanted - {s.name for s in sections}
     if unknown:
         raise KeyError(f"unknown section(s): {', '.join(sorted(unknown))}; "
@@ -56,7 +62,7 @@ def select_sections(names: Sequence[str] = (), *, hf: bool = False,
 def _audit(args: argparse.Namespace) -> int:
     try:
         selected = select_sections(args.section or (), hf=args.hf, vllm=args.vllm,
-                                   llama=args.llama)
+                                   llama=args.llama, openvino=args.openvino)
     except KeyError as error:
         raise InvalidParameterError(error.args[0]) from None
     if args.json is not None:
@@ -100,6 +106,9 @@ def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--llama", action="store_true", help="add the llama.cpp matrix (needs "
                    "llama-cpp-python and the C++ examples: `python3 run.py audit --llama` builds "
                    "their environment and runs it; skipped with the reason without them)")
+    p.add_argument("--openvino", action="store_true", help="add the OpenVINO GenAI matrix (needs "
+                   "openvino-genai and optimum-intel: `python3 run.py audit --openvino` builds "
+                   "their environment and runs it)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_audit)
