@@ -1,9 +1,11 @@
 """Joining a Ray cluster (`dsi_ref.backends.ray_connect`): every failure names its cause.
 
-Default run (no Ray started, well under a second): the causes found by the probe, each
-reproduced for real on this machine (a closed port: refused; a listener that never answers:
-timeout; a plain HTTP server: not a Ray head), and `classify` on Ray 2.60's own exception texts
-(copied from its source: worker.py, node.py, utils.py, authentication_constants.py).
+Default run (no Ray started but in the last test; well under a second besides): the causes found
+by the probe, each reproduced for real on this machine (a closed port: refused; a listener that
+never answers: timeout; a plain HTTP server: not a Ray head), and `classify` on Ray 2.60's own
+exception texts (copied from its source: worker.py, node.py, utils.py,
+authentication_constants.py). With an in-process Ray (the shared fixture, a few seconds): an
+address that names another cluster than the running one is a named error, never a silent reuse.
 
 Slow (``-m slow``, a ``ray start --head`` cluster of the test's own, with token auth, on its own
 port and temp dir, stopped by its own process group): no address starts a private Ray even with
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import http.server
 import socket
+import socketserver
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +29,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from dsi_ref.backends.ray_connect import classify, connect
+from dsi_ref.backends.ray_connect import classify, connect, same_address
 from dsi_ref.base.errors import BackendError, RayConnectionError
 
 
@@ -221,3 +224,62 @@ def test_bench_on_a_closed_port_prints_one_line_naming_the_cause(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert f"cannot join Ray at '{address}': refused" in err[-1]
+
+
+# -- a process that already runs Ray (#34, point 7) ---------------------------------------------
+
+
+class _Settings(socketserver.BaseRequestHandler):
+    """Answers the probe's HTTP/2 preface with an empty SETTINGS frame, as a gRPC server does."""
+
+    def handle(self) -> None:
+        self.request.recv(64)
+        self.request.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+
+
+@pytest.fixture
+def grpc_like() -> Iterator[str]:
+    """A server that passes the probe (it answers like a gRPC server) but is no Ray head."""
+    server = socketserver.TCPServer(("127.0.0.1", 0), _Settings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(("wanted", "running", "same"), [
+    ("127.0.0.1:6379", "127.0.0.1:6379", True),
+    ("localhost:6379", "127.0.0.1:6379", True),
+    ("127.0.0.1:6379", "127.0.0.1:6380", False),
+    ("ray://127.0.0.1:10001", "127.0.0.1:10001", False),
+    ("ray://localhost:10001", "ray://127.0.0.1:10001", True),
+    ("192.0.2.7:6379", "127.0.0.1:6379", False),   # TEST-NET-1: never this machine
+])
+def test_same_address_compares_kind_port_and_host(wanted: str, running: str,
+                                                   same: bool) -> None:
+    assert same_address(wanted, running) is same
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_an_address_other_than_the_running_rays_is_a_named_error(grpc_like: str) -> None:
+    """With Ray running in this process, an address that names it (or another name of this
+    machine with its port) reuses it; one that names another cluster, or a Ray Client server,
+    is the ``other-cluster`` error (before #34 it was reused in silence)."""
+    import ray
+
+    running = ray.get_runtime_context().gcs_address
+    assert connect(running, connect_timeout=5) is False
+    assert connect(f"localhost:{running.rsplit(':', 1)[1]}", connect_timeout=5) is False
+    assert connect() is False and connect("auto") is False
+    for other in (grpc_like, f"ray://{grpc_like}"):
+        error = _cause(other)
+        assert error.cause == "other-cluster"
+        assert str(error) == (
+            f"cannot join Ray at {other!r}: other-cluster: this process already runs Ray, "
+            f"connected to {running!r}; call ray.shutdown() before joining another cluster, "
+            "or pass the running one's address (or none) to use it")
+    assert ray.is_initialized() and ray.get_runtime_context().gcs_address == running

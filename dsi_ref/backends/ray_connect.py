@@ -5,13 +5,15 @@ probed first.
 cluster that happens to run on this machine) or joins a cluster (``address=``, or
 ``join_existing=True`` for this machine's). Every failure is a `RayConnectionError` whose one
 line names its cause and the fix (refused, unreachable, timeout, not a Ray head, auth token,
-version mismatch); an address where nothing answers fails within ``connect_timeout`` seconds
-instead of Ray's own long retries. `classify` reads the cause out of Ray's exceptions.
-`check_seconds` is the one check of every timeout argument of the Ray backend.
+version mismatch, another cluster than the one this process already runs); an address where
+nothing answers fails within ``connect_timeout`` seconds instead of Ray's own long retries.
+`classify` reads the cause out of Ray's exceptions. `check_seconds` is the one check of every
+timeout argument of the Ray backend.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import numbers
 import os
@@ -26,7 +28,7 @@ import ray
 
 from ..base.errors import BackendError, RayConnectionError
 
-__all__ = ["check_seconds", "classify", "connect"]
+__all__ = ["check_seconds", "classify", "connect", "same_address"]
 
 
 def check_seconds(name: str, value: object, *, optional: bool = True) -> None:
@@ -55,6 +57,8 @@ _FIXES = {
             "(or RAY_AUTH_TOKEN_PATH); `ray get-auth-token` on the head prints it",
     "version": "run the same Ray and Python versions here as on the cluster",
     "no-cluster": "start one with `ray start --head`, or pass its address",
+    "other-cluster": "call ray.shutdown() before joining another cluster, or pass the running "
+                     "one's address (or none) to use it",
     "failed": "see Ray's message",
 }
 
@@ -180,6 +184,47 @@ def _check_token(address: str, timeout: float) -> None:
         raise _fail("auth", address, _summary(failure[0], "auth")) from failure[0]
 
 
+def _running_address() -> str:
+    """The address of the Ray this process runs: ``ray://host:port`` for a Ray Client
+    connection, else its GCS ``host:port``."""
+    client = importlib.import_module("ray.util.client").ray
+    if client.is_connected():
+        return f"ray://{client.get_context().client_worker._conn_str}"
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def _local_hosts() -> set[str]:
+    """The IP addresses of this machine that a local Ray may be named by: loopback, this
+    host's name's, and the one Ray reports for this node."""
+    hosts = {"127.0.0.1", "::1"}
+    with contextlib.suppress(OSError):
+        hosts.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    with contextlib.suppress(Exception):
+        hosts.add(str(ray.util.get_node_ip_address()))  # type: ignore[no-untyped-call]
+    return hosts
+
+
+def _ips(host: str) -> set[str]:
+    try:
+        return {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return {host}
+
+
+def same_address(wanted: str, running: str) -> bool:
+    """Whether ``wanted`` names the Ray at ``running`` (both ``host:port``, or both
+    ``ray://host:port``): the same kind and port, and hosts that resolve to a common IP address
+    or are both this machine (``localhost`` and this node's IP name one GCS)."""
+    if wanted.startswith("ray://") != running.startswith("ray://"):
+        return False
+    (host_w, port_w), (host_r, port_r) = _host_port(wanted), _host_port(running)
+    if port_w != port_r:
+        return False
+    ips_w, ips_r = _ips(host_w), _ips(host_r)
+    local = _local_hosts()
+    return bool(ips_w & ips_r) or (ips_w <= local and ips_r <= local)
+
+
 def connect(address: str | None = None, *, num_cpus: int | None = None,
             connect_timeout: float = 10.0, join_existing: bool = False,
             runtime_env: dict[str, Any] | None = None) -> bool:
@@ -201,8 +246,11 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
             ship this code to nodes that lack it).
 
     A failure to join is a `RayConnectionError` whose ``cause`` names why (refused,
-    unreachable, timeout, not-ray, auth, version, no-cluster). An already-initialised Ray is
-    reused as it is (and not owned by this call); a given address is probed all the same.
+    unreachable, timeout, not-ray, auth, version, no-cluster, other-cluster). An
+    already-initialised Ray is reused as it is (and not owned by this call) when no address is
+    given, with ``"auto"``, or when the address names it (`same_address`); an address that
+    names another cluster is the ``other-cluster`` error, never a silent reuse (a process holds
+    one Ray connection: ``ray.shutdown()`` first). A given address is probed all the same.
     """
     if address is None and join_existing:
         address = "auto"
@@ -214,6 +262,11 @@ def connect(address: str | None = None, *, num_cpus: int | None = None,
         if "://" not in address:          # a GCS (ray:// is a Ray Client server)
             _check_token(address, max(0.1, connect_timeout - (time.monotonic() - began)))
     if ray.is_initialized():
+        if address is not None and address != "auto":
+            running = _running_address()
+            if not same_address(address, running):
+                raise _fail("other-cluster", address, f"this process already runs Ray, "
+                            f"connected to {running!r}")
         return False
     try:
         if address is None:       # "local": never the cluster of RAY_ADDRESS or `ray start`

@@ -147,6 +147,8 @@ class RayConnectionError(BackendError):
     * ``"auth"``: the head rejected this process's authentication token (or got none);
     * ``"version"``: the cluster runs another Ray or Python version than this process;
     * ``"no-cluster"``: joining "the cluster on this machine" found none;
+    * ``"other-cluster"``: this process already runs Ray, connected to another address (a
+      process holds one Ray connection);
     * ``"failed"``: anything else (Ray's own first line is quoted).
 
     Attributes:
@@ -155,7 +157,7 @@ class RayConnectionError(BackendError):
     """
 
     CAUSES = ("refused", "unreachable", "timeout", "not-ray", "auth", "version", "no-cluster",
-              "failed")
+              "other-cluster", "failed")
 
     def __init__(self, message: str, *, cause: str, address: str | None) -> None:
         if cause not in self.CAUSES:
