@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from fractions import Fraction as F
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,25 @@ from typing import Any
 import pytest
 
 from dsi_ref.audit.schedulers import CONTAINED_IN, SCHEDULER_CLASSES
-from dsi_ref.claims import CLAIMS, DSI_RULES, LATENCY_CLAIMS, check_instance, dsi_claim
-from dsi_ref.claims.attack import LARGE, SMALL, Budget, attack, lossless_dsi_claims
+from dsi_ref.base.errors import PathLimitError
+from dsi_ref.claims import (
+    CLAIMS,
+    DSI_RULES,
+    LATENCY_CLAIMS,
+    Finding,
+    check_instance,
+    dsi_claim,
+)
+from dsi_ref.claims.attack import (
+    COST_SHAPES,
+    LARGE,
+    SMALL,
+    Budget,
+    attack,
+    draw_instances,
+    families_of,
+    lossless_dsi_claims,
+)
 from dsi_ref.claims.registry import MAXIMAL_RANDOM_FIRST_FOUND, InstanceWitness
 from dsi_ref.claims.render import TABLES, render_table, rewrite, stale_blocks, stray_verdicts
 
@@ -123,24 +141,90 @@ def test_rendered_tables_follow_the_rows() -> None:
 
 
 def test_attack_small_budget_refutes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    """The default run's search: `SMALL` (printed with the families it covered)."""
+    """The default run's search: `SMALL` (printed with the families it drew and checked)."""
     report = attack(SMALL)
     with capsys.disabled():
         print(f"\n{report}")
     assert not report.refutations, "\n".join(map(str, report.refutations))
     assert set(report.checked) == {f"{r.label}/{c}" for r, c in lossless_dsi_claims()}
-    assert {"eos", "no-eos", "zeros", "ties", "context-free", "2-gram"} <= set(report.families)
+    assert report.skipped == 0 and sum(report.checked.values()) == report.drawn == 75
+    classes = [c for _, c in lossless_dsi_claims()]
+    assert set(report.families) == set(SMALL.families(classes))
+    # an oblivious instance is checked against every rank table: the whole class on it
+    oblivious = sum(n for k, n in report.checked.items() if k.endswith("/oblivious"))
+    assert report.families["ties every"] == oblivious == 25
 
 
-def test_attack_finds_a_planted_false_claim() -> None:
+@pytest.mark.parametrize("budget", [SMALL, LARGE], ids=["SMALL", "LARGE"])
+def test_every_family_a_budget_names_is_drawn_and_nothing_else(budget: Budget) -> None:
+    """#34, point 4: the instances `attack` checks (`draw_instances`, here without checking
+    them) cover every family the budget names (`Budget.families`, what `Budget.__str__` prints):
+    every tie rule, "every" rank table included; costs constant and random on each model and on
+    both, with laws of 2 to ``max_points`` points; EOS or none; zeros; ties; every N,
+    lookahead and sp_degree up to the budget's; and no family it does not name. Before, the
+    default search never drew "every" (0 of 75) nor random costs on both models."""
+    drawn = draw_instances(budget)
+    classes = [c for _, c in lossless_dsi_claims()]
+    assert len(drawn) == budget.examples * len(classes)
+    families = Counter(f for _, cls, inst in drawn for f in families_of(cls, inst))
+    assert set(families) == set(budget.families(classes))
+    for name in ("ties every", "ties first", "ties last", "ties uniform",
+                 "costs random on both models", "eos", "zeros", "ties",
+                 f"sp_degree={budget.max_sp_degree}", "lookahead=3",
+                 f"{budget.max_points}-point cost law"):
+        assert families[name] > 0, name
+    for _, cls, inst in drawn:  # each claim's instances are in its class
+        assert cls != "oblivious" or inst.costs == "constant"
+    text = str(budget)
+    points = "2" if budget.max_points == 2 else f"2-{budget.max_points}"
+    for stated in (f"{budget.examples} instances per lossless claim",
+                   f"N 1-{budget.max_new_tokens}", f"lookahead 1-{budget.max_lookahead}",
+                   f"sp_degree 1-{budget.max_sp_degree}", f"laws of {points} support points",
+                   f"past {budget.max_runs:,} runs", "more than 5% skipped"):
+        assert stated in text, stated
+    assert draw_instances(budget) == drawn  # seeded: the same instances every run
+    assert draw_instances(budget, seed=1) != drawn
+
+
+def test_a_stratified_parameter_takes_every_value_in_every_claim() -> None:
+    """With ``examples`` at least the number of values, every claim draws each value of each
+    stratified parameter, whatever the seed."""
+    budget = Budget(examples=4, max_new_tokens=3)
+    for seed in (0, 1, 2):
+        drawn = draw_instances(budget, seed=seed)
+        for rule, cls in lossless_dsi_claims():
+            mine = [inst for r, c, inst in drawn if (r, c) == (rule, cls)]
+            assert {i.max_new_tokens for i in mine} == {1, 2, 3}
+            assert {i.sp_degree for i in mine} == {1, 2, 3}
+            assert {i.queue for i in mine} == {"fifo", "lifo", "any"}
+            assert {i.costs for i in mine} == (
+                {"constant"} if cls == "oblivious" else set(COST_SHAPES))
+
+
+def test_attack_finds_a_planted_false_claim_and_counts_no_shrink_replay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The search has teeth: attacked as if lossless, rejection sampling under a content-aware
-    scheduler (lossy at N = 1 on many pairs) falls within the small budget, shrunk."""
+    scheduler (lossy at N = 1 on many pairs) falls within a small budget, shrunk. The checks
+    the shrinking makes are not counted as instances checked (hypothesis's replays were)."""
+    import dsi_ref.claims.attack as attack_module
+
+    calls: list[object] = []
+    real = attack_module.check_instance
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attack_module, "check_instance", counted)
     rejection = next(r for r in DSI_RULES if r.label == "rejection")
-    report = attack(Budget(examples=10, max_new_tokens=2),
-                    claims=[(rejection, "content-aware")])
+    report = attack(Budget(examples=10, max_new_tokens=2), claims=[(rejection, "content-aware")])
     assert len(report.refutations) == 1
     found = report.refutations[0]
     assert found.instance.max_new_tokens == 1 and "LOSSY" in str(found)
+    assert found.instance.eos is None and found.instance.context == 0
+    checked = report.checked["rejection/content-aware"]
+    assert 1 <= checked <= 10 and len(calls) > checked  # the shrink's checks are not counted
+    assert not check_instance("content-aware", found.instance).lossless
 
 
 @pytest.mark.slow
@@ -150,6 +234,8 @@ def test_attack_large_budget_refutes_nothing(capsys: pytest.CaptureFixture[str])
     with capsys.disabled():
         print(f"\n{report}")
     assert not report.refutations, "\n".join(map(str, report.refutations))
+    classes = [c for _, c in lossless_dsi_claims()]
+    assert set(report.families) == set(LARGE.families(classes))
 
 
 @pytest.mark.slow
@@ -162,12 +248,39 @@ def test_attack_finds_the_published_false_claim() -> None:
     assert report.refutations and report.refutations[0].instance.eos is not None
 
 
-def test_an_instance_past_the_run_limit_is_skipped_and_counted() -> None:
-    """The budget's run limit bounds each exact law; what it skips is counted and reported,
-    never counted as checked."""
+def test_an_instance_past_the_run_limit_is_skipped_and_fails_the_run() -> None:
+    """The budget's run limit bounds each exact law; what it skips is counted, never counted
+    as checked, and a run that skips more than 5 % of its instances fails."""
     rejection = next(r for r in DSI_RULES if r.label == "rejection")
-    report = attack(Budget(examples=3, max_new_tokens=2, max_runs=1),
-                    claims=[(rejection, "random")])
-    assert report.skipped == 3 and not report.checked["rejection/random"]
-    assert "skipped (past the run or tie-table limit): 3" in str(report)
-    assert "past 1 runs of DSI" in str(report)
+    with pytest.raises(PathLimitError) as error:
+        attack(Budget(examples=3, max_new_tokens=2, max_runs=1), claims=[(rejection, "random")])
+    assert str(error.value).startswith(
+        "the attack skipped 3 of 3 instances, more than 5%: raise the budget's max_runs or "
+        "shrink its ranges\n")
+    assert "instances: 3 drawn (seed 0), 0 checked, 3 skipped" in str(error.value)
+    assert "past 1 runs of DSI" in str(error.value)
+
+
+@pytest.mark.parametrize(("skips", "fails"), [(1, False), (2, True)])
+def test_skips_are_bounded_at_5_percent(monkeypatch: pytest.MonkeyPatch, skips: int,
+                                        fails: bool) -> None:
+    """1 of 20 instances skipped (5 %) passes, reported; 2 of 20 fail the run."""
+    import dsi_ref.claims.attack as attack_module
+
+    seen: list[object] = []
+
+    def check(scheduler_class: Any, instance: Any, *, max_runs: Any = None) -> Any:
+        seen.append(instance)
+        if len(seen) <= skips:
+            raise PathLimitError("past the limit")
+        return Finding(True, F(0)), instance
+
+    monkeypatch.setattr(attack_module, "check_claim", check)
+    greedy = next(r for r in DSI_RULES if r.label == "greedy")
+    budget = Budget(examples=20)
+    if fails:
+        with pytest.raises(PathLimitError, match=f"skipped {skips} of 20 instances"):
+            attack(budget, claims=[(greedy, "adaptive")])
+        return
+    report = attack(budget, claims=[(greedy, "adaptive")])
+    assert report.skipped == skips and report.checked["greedy/adaptive"] == 20 - skips

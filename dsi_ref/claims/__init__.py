@@ -2,7 +2,7 @@
 
 * `dsi_ref.claims.registry`: the rows (`CLAIMS`, `LATENCY_CLAIMS`);
 * `dsi_ref.claims.instances`: the concrete instances a claim is checked on, and witnesses;
-* `dsi_ref.claims.attack`: the hypothesis search for instances that refute a lossless row;
+* `dsi_ref.claims.attack`: the search for instances that refute a lossless row;
 * `dsi_ref.claims.render`: the docs' verdict tables, and the scan for verdicts that are not rows.
 
 This package is on the top floor (it composes the audit, the simulator and ``proofs``), like the

@@ -5,8 +5,9 @@ witness prints as Python that rebuilds it, and the check of a claim on it is exa
 classes are checked exactly as `dsi_ref.audit.schedulers` states them; on an instance:
 
 * ``oblivious`` and ``random``: the instance's latency laws (``oblivious`` needs them constant),
-  ties at equal times broken by the instance's tie rule: ``"first"``, ``"last"``, ``"uniform"``,
-  or ``"every"`` (every oblivious rank table the runs reach, `oblivious_schedules`);
+  ties at equal times broken by the instance's tie rule: for oblivious ``"first"``, ``"last"`` or
+  ``"every"`` (every rank table the runs reach, `oblivious_schedules`: the whole class), for
+  random ``"first"``, ``"last"`` or ``"uniform"`` (each one of its schedulers);
 * ``adaptive``: every resolution of every tie and queue choice, under the instance's latency laws;
 * ``content-aware``: as adaptive, with drafts sampled when their forward starts.
 """
@@ -26,12 +27,16 @@ from ..base.latency import Latency
 from ..base.models import TableLM
 from ..decoders.dsi import dsi
 
-__all__ = ["EVERY_TIE_LIMIT", "TIE_RULES", "Finding", "Instance", "TieRule", "check_instance"]
+__all__ = ["CLASS_RULES", "EVERY_TIE_LIMIT", "TIE_RULES", "Finding", "Instance", "TieRule",
+           "check_instance"]
 
 TieRule = Literal["first", "last", "uniform", "every"]
-#: The tie rules the search draws: the ``random`` class's (`dsi_ref.audit.schedulers.TIE_RULES`)
+#: The tie rules an instance can name: the ``random`` class's (`dsi_ref.audit.schedulers.TIE_RULES`)
 #: and ``"every"``, every oblivious rank table the runs reach.
 TIE_RULES: tuple[TieRule, ...] = (*CLASS_TIE_RULES, "every")
+#: The tie rules of each class that fixes its ties: its schedulers, or (``"every"``) all of them.
+CLASS_RULES: dict[str, tuple[TieRule, ...]] = {"oblivious": ("first", "last", "every"),
+                                               "random": CLASS_TIE_RULES}
 #: The most oblivious schedules the ``"every"`` tie rule enumerates on one instance.
 EVERY_TIE_LIMIT = 256
 
@@ -66,7 +71,8 @@ class Instance:
         max_new_tokens, lookahead, sp_degree: ``N``, ``k`` and ``SP``.
         drafter_latency, target_latency: ``(cost, probability)`` pairs (one pair: constant).
         verify, block_windows, queue: DSI's verification rule, block rule and queue policy.
-        tie_rule: ``"first"``, ``"last"`` or ``"every"`` (every oblivious rank table).
+        tie_rule: ``"first"``, ``"last"``, ``"uniform"`` (the random class) or ``"every"``
+            (every oblivious rank table: the oblivious class on the instance).
     """
 
     vocab_size: int
@@ -107,16 +113,30 @@ class Instance:
                 "block_windows": self.block_windows, "record": False, "keep_time": False}
 
     def family(self) -> tuple[str, ...]:
-        """The families this instance belongs to (what a search reports as covered)."""
-        rows = [r for _, row in (*self.target_rows, *self.drafter_rows) for r in (row,)]
+        """The families this instance belongs to, by the names `dsi_ref.claims.attack.Budget`
+        promises (the tie rule is the check's, not the instance's: see the attack)."""
+        rows = [row for _, row in (*self.target_rows, *self.drafter_rows)]
         out = ["context-free" if self.context == 0 else f"{self.context + 1}-gram",
-               "eos" if self.eos is not None else "no-eos"]
+               f"V={self.vocab_size}", "eos" if self.eos is not None else "no-eos"]
         if any(p == 0 for row in rows for p in row):
             out.append("zeros")
         if any(len(set(row)) < len(row) for row in rows):
             out.append("ties")
-        out.append(f"latency {len(self.drafter_latency)}x{len(self.target_latency)} points")
+        out += [f"N={self.max_new_tokens}", f"lookahead={self.lookahead}",
+                f"sp_degree={self.sp_degree}", f"queue {self.queue}", f"costs {self.costs}"]
+        out += sorted({f"{len(law)}-point cost law" for law in (self.drafter_latency,
+                                                                 self.target_latency)
+                       if len(law) > 1})
         return tuple(out)
+
+    @property
+    def costs(self) -> str:
+        """Which forwards draw their cost: ``"constant"``, ``"random on the drafter"``, ``"random
+        on the target"`` or ``"random on both models"``."""
+        drafter, target = len(self.drafter_latency) > 1, len(self.target_latency) > 1
+        return ("random on both models" if drafter and target else
+                "random on the drafter" if drafter else
+                "random on the target" if target else "constant")
 
     def __str__(self) -> str:
         return (f"V={self.vocab_size}, context={self.context}, eos={self.eos}, "
@@ -151,13 +171,19 @@ def check_instance(scheduler_class: SchedulerClass, instance: Instance, *,
     exact law within ``max_runs`` runs of DSI; ``None``: no limit).
 
     Raises:
-        InvalidParameterError: ``oblivious`` on an instance with random latencies.
+        InvalidParameterError: ``oblivious`` on an instance with random latencies, or a tie
+            rule that is not the class's (`CLASS_RULES`).
         PathLimitError: the ``"every"`` tie rule meets more than `EVERY_TIE_LIMIT` tables, or an
             exact law more than ``max_runs`` runs.
     """
     if scheduler_class == "oblivious" and not instance.constant_latency:
         raise InvalidParameterError("the oblivious class fixes latencies: this instance draws "
                                     "them (check it against 'random')")
+    rules = CLASS_RULES.get(scheduler_class)
+    if rules is not None and instance.tie_rule not in rules:
+        raise InvalidParameterError(
+            f"the {scheduler_class} class breaks ties by {', '.join(map(repr, rules))}, not "
+            f"{instance.tie_rule!r} (dsi_ref.audit.schedulers states the classes)")
     target, drafter = instance.models()
     kwargs = instance.dsi_kwargs()
     if scheduler_class == "content-aware":
