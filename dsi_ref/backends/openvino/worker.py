@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from typing import IO, Any
@@ -25,8 +26,10 @@ __all__ = ["main"]
 
 def _one_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    # GenAI's checks read "Check '...' failed at FILE:LINE:" then the reason: keep both
+    # GenAI's checks read "Check '...' failed at /build/path/src/FILE:LINE:" then the reason:
+    # keep both, with the path from the source tree's src/ on (the build folder says nothing)
     text = " ".join(lines[:2]) if lines else type(error).__name__
+    text = re.sub(r" at \S*?/(src/\S+?:\d+):?", r" at \1", text)
     return f"{type(error).__name__}: {text}"[:600]
 
 
