@@ -34,7 +34,16 @@ from dsi_ref.claims.attack import (
     lossless_dsi_claims,
 )
 from dsi_ref.claims.registry import MAXIMAL_RANDOM_FIRST_FOUND, InstanceWitness
-from dsi_ref.claims.render import TABLES, render_table, rewrite, stale_blocks, stray_verdicts
+from dsi_ref.claims.render import (
+    TABLES,
+    marker_problems,
+    prose_verdicts,
+    render_table,
+    rewrite,
+    stale_blocks,
+    stray_prose_verdicts,
+    stray_verdicts,
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -47,6 +56,47 @@ def test_every_docs_verdict_is_a_registry_row() -> None:
     used = {m.group(1) for page in DOCS.glob("*.md")
             for m in re.finditer(r"<!-- claims:([\w-]+) begin", page.read_text())}
     assert used == set(TABLES), f"tables rendered nowhere: {set(TABLES) - used}"
+
+
+def test_every_prose_verdict_is_a_registry_row_or_an_example() -> None:
+    """#34, point 6: a sentence of the docs that states a rule or a decoder lossless or lossy
+    carries a claim marker that names registry rows with the verdict they have, or is marked
+    as an example (or as stating no verdict). Before, tree-verification.md said "Every rule is
+    lossless", while the registry claims the tree (2, 1)."""
+    problems = stray_prose_verdicts(DOCS)
+    assert not problems, "verdicts in prose that are no registry row:\n" + "\n".join(problems)
+    marked = [m for page in DOCS.glob("*.md") for _, _, m in prose_verdicts(page.read_text())]
+    assert sum(kind == "claim" for ms in marked for kind, _ in ms) >= 20
+
+
+def test_the_prose_scan_reads_sentences_markers_and_the_registry(tmp_path: Path) -> None:
+    page = tmp_path / "a.md"
+
+    def problems(text: str) -> list[str]:
+        page.write_text(text)
+        return [p.split(": ", 1)[1] for p in stray_prose_verdicts(tmp_path)]
+
+    assert problems("### Every rule is lossless, exactly\n") == [
+        "unmarked: ### Every rule is lossless, exactly"]
+    assert problems("Rejection sampling is lossless. It is fast.\n") == [
+        "unmarked: Rejection sampling is lossless."]
+    assert problems("Rejection sampling is lossless. <!-- claim: speculative/rejection = "
+                    "lossless --> It is fast.\n") == []
+    assert problems("## Typical is lossy\n\n<!-- claim: speculative/typical = lossy -->\n\n"
+                    "Text.\n") == []   # a marker alone after a heading marks the heading
+    assert problems("The soft test is lossy on top-k. <!-- example: a zoo mutant -->\n") == []
+    assert problems("Call `dr.assert_lossless` on DSI.\n") == []   # inline code is no verdict
+    assert problems("The weather is lossless today.\n") == []      # names no rule
+    assert problems("```python\n# DSI is lossy\n```\n| DSI | x |\n") == []  # code, tables
+    wrong = problems("Block with maximal windows is lossless under random. <!-- claim: "
+                     "dsi/block, maximal windows/random = lossless -->\n")
+    assert len(wrong) == 1 and wrong[0].startswith(
+        "'dsi/block, maximal windows/random = lossless': the registry says ('dsi', "
+        "'block, maximal windows', 'random') is lossy")
+    assert marker_problems("dsi/no-such-rule/random = lossless") == [
+        "'dsi/no-such-rule/random = lossless' names no registry row and verdict"]
+    assert marker_problems("dsi/exact_match/* = lossless; speculative/typical = lossy") == []
+    assert len(marker_problems("dsi/rejection/* = lossless")) == 1  # content-aware is lossy
 
 
 def test_the_scan_flags_a_handwritten_verdict_and_a_stale_table(tmp_path: Path) -> None:

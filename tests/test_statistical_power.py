@@ -35,6 +35,23 @@ from collections.abc import Hashable, Mapping
 
 import numpy as np
 import pytest
+from power_table import (  # tests/ is on sys.path (prepend import mode)
+    LAW_CASES,
+    REPEATS,
+    TV_CASES,
+    TWO_CELL_REPEATS,
+    is_exact,
+    least_favourable,
+    lower,
+    page_table,
+    reference,
+    render,
+    rows,
+    shifted,
+    simulated,
+    upper,
+    without_simulated,
+)
 from scipy import stats
 
 import dsi_ref as dr
@@ -59,69 +76,6 @@ from dsi_ref.audit.statistical import (
 )
 
 Law = Mapping[Hashable, float]
-MISS = 1e-9  # each Clopper-Pearson bound fails with at most this probability
-
-
-def _reference(k: int) -> dict[Hashable, float]:
-    """A law on ``k`` outcomes, probabilities rising linearly by half from the first to the last
-    (every outcome its own cell at the sample sizes below)."""
-    weights = [1 + 0.5 * i / (k - 1) for i in range(k)]
-    total = math.fsum(weights)
-    return {i: w / total for i, w in enumerate(weights)}
-
-
-def _shifted(p: Law, tv: float, seed: int = 0) -> dict[Hashable, float]:
-    """A wrong law at total-variation distance ``tv`` from ``p``: ``p (1 + s u)`` with ``u`` of
-    alternating sign and random size (centred under ``p``), ``s`` scaled to the distance."""
-    ps = np.array([p[i] for i in range(len(p))])
-    u = np.where(np.arange(len(p)) % 2 == 0, 1.0, -1.0)
-    u = u * np.random.default_rng(seed).uniform(0.5, 1.0, len(p))
-    u -= float(ps @ u)
-    q = ps * (1 + tv / (0.5 * float(ps @ np.abs(u))) * u)
-    assert q.min() >= 0
-    return {i: float(v) for i, v in enumerate(q / q.sum())}
-
-
-def _least_favourable(p: Law, eps: float) -> dict[Hashable, float]:
-    """The law at TV ``eps`` that scales up the most likely outcomes holding at most half the
-    mass and scales down the others: the binary reduction's worst case (a set of mass near 1/2
-    moved by ``eps``, the law inside each side unchanged)."""
-    up, mass = [], 0.0
-    for o in sorted(p, key=lambda o: -p[o]):
-        if mass + p[o] <= 0.5:
-            up.append(o)
-            mass += p[o]
-    return {o: p[o] * (1 + eps / mass) if o in up else p[o] * (1 - eps / (1 - mass)) for o in p}
-
-
-def _simulated(reference: Law, law: Law, n: int, alpha: float, repeats: int,
-               rng: np.random.Generator) -> int:
-    """How many of ``repeats`` audits of ``n`` draws from ``law`` reject: the counts of the
-    reference's pooled cells and of the outside of its support, drawn as one multinomial, and
-    decided by the module's rule."""
-    pooling = pool_cells(reference, n)
-    masses, outside = pooling.cell_masses(law)
-    probs = np.array([*masses, outside])
-    draws = rng.multinomial(n, probs / probs.sum(), size=repeats)
-    return int(rejects(draws, pooling, alpha=alpha).sum())
-
-
-def _upper(hits: int, repeats: int) -> float:
-    """One-sided Clopper-Pearson upper bound on a rate, wrong with probability <= MISS."""
-    return 1.0 if hits == repeats else float(stats.beta.ppf(1 - MISS, hits + 1, repeats - hits))
-
-
-def _lower(hits: int, repeats: int) -> float:
-    return 0.0 if hits == 0 else float(stats.beta.ppf(MISS, hits, repeats - hits + 1))
-
-
-def _is_exact(reference: Law, law: Law, n: int, alpha: float) -> bool:
-    """Whether the power against ``law`` is the exact enumeration (not a bound)."""
-    pooling = pool_cells(reference, n)
-    masses, _ = pooling.cell_masses(law)
-    inside = [m / math.fsum(masses) for m in masses]
-    return _miss_enumerated(n, pooling.probs, inside,
-                            _miss_threshold(pooling.df, alpha, n)) is not None
 
 
 # -- exact computations -------------------------------------------------------------------------
@@ -225,7 +179,7 @@ def test_the_tv_bound_is_below_the_exact_power_of_every_law_tried_at_that_distan
     ref = TV_REFERENCES[name]
     bound = achieved_power(ref, Alternative.tv(eps), n, alpha=1e-3)
     assert bound > 0.05  # the comparison says something
-    laws: list[dict[Hashable, float]] = [_least_favourable(ref, eps)]
+    laws: list[dict[Hashable, float]] = [least_favourable(ref, eps)]
     for (up, down), size, t in itertools.product(itertools.permutations(ref, 2),
                                                  (eps, 1.2 * eps), (0.0, eps / 4, eps / 2)):
         if ref[down] >= size:  # TV(law, ref) >= size: moving t outside only adds to it
@@ -246,7 +200,7 @@ def test_the_tv_bound_is_below_the_exact_power_of_every_law_tried_at_that_distan
     for law in laws:
         assert 0.5 * math.fsum(abs(law.get(o, 0.0) - ref.get(o, 0.0))
                                for o in {*law, *ref}) >= eps * (1 - 1e-12)
-        assert _is_exact(ref, law, n, 1e-3)
+        assert is_exact(ref, law, n, 1e-3)
         assert achieved_power(ref, Alternative.of_law(law), n, alpha=1e-3) >= bound * (1 - 1e-9)
 
 
@@ -295,25 +249,13 @@ def test_the_two_cell_case_states_the_simulated_power() -> None:
     rng = np.random.default_rng(20261127)
     for n in (618, 808):
         stated = achieved_power(ref, Alternative.of_law(wrong), n, alpha=1e-6)
-        hits = _simulated(ref, wrong, n, 1e-6, 20_000, rng)
-        assert _lower(hits, 20_000) <= stated <= _upper(hits, 20_000)
+        hits = simulated(ref, wrong, n, 1e-6, 20_000, rng)
+        assert lower(hits, 20_000) <= stated <= upper(hits, 20_000)
 
 
-#: Wrong laws at TV 0.01 ... 0.3 from references of 2 ... 64 cells (`_shifted`), at the sample size
-#: `required_samples` gives for power 0.9 at POLICY_ALPHA.
-LAW_CASES = [(2, 0.01, 154_112), (2, 0.03, 17_216), (2, 0.1, 1_564), (2, 0.3, 171),
-             (4, 0.01, 192_512), (4, 0.03, 21_440), (4, 0.1, 1_816), (4, 0.3, 189),
-             (16, 0.01, 326_656), (16, 0.03, 36_224), (16, 0.1, 3_216), (16, 0.3, 310),
-             (64, 0.01, 610_304), (64, 0.03, 67_840), (64, 0.1, 6_032), (64, 0.3, 596)]
 #: How far below the simulated power the stated one may lie: none where it is exact; 0.1 where
 #: it is the Chernoff bound (measured: 0.04 at 4 cells, 0.08 at 16 and 64, at power 0.9).
 CHERNOFF_MARGIN = 0.1
-#: Least favourable laws (`_least_favourable`) at TV 0.03 ... 0.3, sizes as above for
-#: `Alternative.tv`.
-TV_CASES = [(2, 0.03, 17_280), (2, 0.1, 1_580), (2, 0.3, 174),
-            (4, 0.03, 21_504), (4, 0.1, 1_936), (4, 0.3, 206),
-            (16, 0.03, 36_864), (16, 0.1, 3_328), (16, 0.3, 367),
-            (64, 0.03, 80_896), (64, 0.1, 7_296), (64, 0.3, 796)]
 #: How far below the simulated power at the least favourable law the TV bound may lie (it drops
 #: the noise of all cells but two sets; measured at power 0.9: 0.01 with 2 cells, 0.05 with 4,
 #: 0.09 with 16 and 64).
@@ -322,25 +264,25 @@ TV_MARGIN = {2: 0.02, 4: 0.07, 16: 0.12, 64: 0.12}
 
 def _check_law_case(k: int, tv: float, n: int, repeats: int, rng: np.random.Generator,
                     ) -> tuple[float, float]:
-    ref = _reference(k)
-    wrong = _shifted(ref, tv)
+    ref = reference(k)
+    wrong = shifted(ref, tv)
     assert len(pool_cells(ref, n).cells) == k
     stated = achieved_power(ref, Alternative.of_law(wrong), n)
-    hits = _simulated(ref, wrong, n, POLICY_ALPHA, repeats, rng)
-    assert stated <= _upper(hits, repeats), (k, tv, n, stated, hits / repeats)
-    margin = 0.0 if _is_exact(ref, wrong, n, POLICY_ALPHA) else CHERNOFF_MARGIN
-    assert stated >= _lower(hits, repeats) - margin, (k, tv, n, stated, hits / repeats)
+    hits = simulated(ref, wrong, n, POLICY_ALPHA, repeats, rng)
+    assert stated <= upper(hits, repeats), (k, tv, n, stated, hits / repeats)
+    margin = 0.0 if is_exact(ref, wrong, n, POLICY_ALPHA) else CHERNOFF_MARGIN
+    assert stated >= lower(hits, repeats) - margin, (k, tv, n, stated, hits / repeats)
     return stated, hits / repeats
 
 
 def _check_tv_case(k: int, eps: float, n: int, repeats: int, rng: np.random.Generator,
                    ) -> tuple[float, float]:
-    ref = _reference(k)
-    worst = _least_favourable(ref, eps)
+    ref = reference(k)
+    worst = least_favourable(ref, eps)
     stated = achieved_power(ref, Alternative.tv(eps), n)
-    hits = _simulated(ref, worst, n, POLICY_ALPHA, repeats, rng)
-    assert stated <= _upper(hits, repeats), (k, eps, n, stated, hits / repeats)
-    assert stated >= _lower(hits, repeats) - TV_MARGIN[k], (k, eps, n, stated, hits / repeats)
+    hits = simulated(ref, worst, n, POLICY_ALPHA, repeats, rng)
+    assert stated <= upper(hits, repeats), (k, eps, n, stated, hits / repeats)
+    assert stated >= lower(hits, repeats) - TV_MARGIN[k], (k, eps, n, stated, hits / repeats)
     return stated, hits / repeats
 
 
@@ -366,15 +308,22 @@ def test_the_tv_bound_is_at_most_the_simulated_power_at_the_least_favourable_law
 def test_a_wrong_law_with_mass_outside_the_support_states_the_simulated_power() -> None:
     """Mass outside the support and a deviation inside it, both partly detecting: the power
     combines them exactly (1 - (1 - t)^n miss)."""
-    ref = _reference(4)
-    wrong = {o: v * (1 - 0.002) for o, v in _shifted(ref, 0.1).items()}
+    ref = reference(4)
+    wrong = {o: v * (1 - 0.002) for o, v in shifted(ref, 0.1).items()}
     wrong[99] = 0.002
     n = 900
     stated = achieved_power(ref, Alternative.of_law(wrong), n)
-    assert _is_exact(ref, wrong, n, POLICY_ALPHA)
+    assert is_exact(ref, wrong, n, POLICY_ALPHA)
     assert 0.5 < stated < 0.95
-    hits = _simulated(ref, wrong, n, POLICY_ALPHA, 20_000, np.random.default_rng(13))
-    assert _lower(hits, 20_000) <= stated <= _upper(hits, 20_000)
+    hits = simulated(ref, wrong, n, POLICY_ALPHA, 20_000, np.random.default_rng(13))
+    assert lower(hits, 20_000) <= stated <= upper(hits, 20_000)
+
+
+def test_the_pages_power_table_states_what_the_audit_states() -> None:
+    """docs/statistical-policy.md's stated-versus-simulated table, every column but the
+    simulated one (the slow test below measures it): each case, its size, the stated power and
+    whether it is exact, recomputed (`tests/power_table.py` writes the table)."""
+    assert without_simulated(render(rows())) == without_simulated(page_table())
 
 
 @pytest.mark.slow
@@ -382,18 +331,17 @@ def test_a_wrong_law_with_mass_outside_the_support_states_the_simulated_power() 
 def test_the_tables_with_100_000_audits_each_and_their_sample_sizes() -> None:
     """The two tables again with 100 000 simulated audits per case (Clopper-Pearson half-width
     about 0.006 at power 0.9; the two-cell case with 10⁶), and their sample sizes recomputed by
-    `required_samples` (docs/statistical-policy.md shows what this run measures)."""
-    rng = np.random.default_rng(14)
+    `required_samples`; docs/statistical-policy.md shows what this run measures, verbatim
+    (`python tests/power_table.py --write`)."""
     for k, tv, n in LAW_CASES:
-        assert required_samples(_reference(k), Alternative.of_law(_shifted(_reference(k), tv)),
+        assert required_samples(reference(k), Alternative.of_law(shifted(reference(k), tv)),
                                 power=0.9) == n
-        _check_law_case(k, tv, n, 100_000, rng)
     for k, eps, n in TV_CASES:
-        assert required_samples(_reference(k), Alternative.tv(eps), power=0.9) == n
-        _check_tv_case(k, eps, n, 100_000, rng)
-    ref: dict[Hashable, float] = {"a": 0.9, "b": 0.1}
-    wrong: dict[Hashable, float] = {"a": 0.8, "b": 0.2}
-    for n in (618, 808):
-        stated = achieved_power(ref, Alternative.of_law(wrong), n, alpha=1e-6)
-        hits = _simulated(ref, wrong, n, 1e-6, 1_000_000, rng)
-        assert _lower(hits, 1_000_000) <= stated <= _upper(hits, 1_000_000)
+        assert required_samples(reference(k), Alternative.tv(eps), power=0.9) == n
+    table = rows(REPEATS, TWO_CELL_REPEATS)
+    for row in table:
+        assert row.stated <= upper(row.hits, row.repeats), row
+        margin = (0.0 if row.exact else CHERNOFF_MARGIN if row.alternative == "wrong law"
+                  else TV_MARGIN[row.cells])
+        assert row.stated >= lower(row.hits, row.repeats) - margin, row
+    assert render(table) == page_table()
