@@ -559,7 +559,8 @@ def compose() -> str:
     return "\n".join(lines)
 
 
-#: The engines audited in their own environments (`python3 run.py audit --vllm`, `--llama`):
+#: The engines audited in their own environments (`python3 run.py audit --vllm`, `--llama`,
+#: `--openvino`):
 #: each release's section is written by its own script into a file of benchmarks/findings,
 #: and composed here, newest release first: (file prefix, title, introduction).
 ENGINE_PARTS: tuple[tuple[str, str, str], ...] = (
@@ -574,6 +575,14 @@ ENGINE_PARTS: tuple[tuple[str, str, str], ...] = (
     ("llama-cpp", "llama.cpp",
      "Written by `benchmarks/llama_findings.py --write` in the llama.cpp environment "
      "(`python3 run.py audit --llama`)."),
+    ("openvino-genai", "OpenVINO GenAI",
+     "Written by `benchmarks/openvino_findings.py --write` in the OpenVINO environment "
+     "(`python3 run.py audit --openvino` builds `.venv-openvino` and prints the same matrix). "
+     "Every cell is `dsi_ref.backends.harness.audit_engine` of one `LLMPipeline` configuration "
+     "and one request setting against the exact law of the first tokens, computed from the "
+     "tiny target's float64 logits with GenAI's sampling order "
+     "(`dsi_ref.backends.openvino`); *expected* is the verdict the findings below predict, and "
+     "`dsi-ref audit --section openvino` fails when a verdict differs."),
 )
 
 #: Engines with speculative decoding that are not audited here, one line each.
@@ -594,9 +603,7 @@ OTHER_ENGINES = "\n".join([
     "| MLC-LLM | no | not on the package index here (its own wheel index) |",
     "| CTranslate2 | no | `ctranslate2` 4.8.5 has no speculative decoding in its API (no "
     "draft, assistant or speculative option in its Python package or extension) |",
-    "| OpenVINO GenAI | not yet | `openvino-genai` 2026.4.1 installs, and its `LLMPipeline` "
-    "takes a draft model on a CPU, but it runs models converted to OpenVINO IR "
-    "(`optimum-intel`): the next engine to add |",
+    "| OpenVINO GenAI (`openvino-genai`) | yes | (above) |",
     "",
 ])
 
