@@ -30,6 +30,14 @@ Instances (the limit is the target):
 * ``block-fixed`` (not in the default list) — the same with fixed windows (lossless), tie rule
   ``first``.
 
+``--family si`` / ``--family dsi`` (issue 34) measures instead a family of 12 random bigram pairs
+(`family`), vocabulary 4, ``max_new_tokens = 6``, lookahead 3 (DSI: ``sp_degree`` 2, every
+schedule): `TableLM.random` pairs with denominators 4 to 100 and `FunctionLM` pairs whose rows
+are integer weights 1 to 3 ... 1 to 9 over their sum (denominators up to 36), half of each with an
+EOS token; a table per pair and the median and the worst ratio (the goals: SI median <= 10x,
+worst <= 25x; DSI median <= 100x, worst <= 250x). ``--profile INSTANCE`` profiles one exact
+law of an instance (of the family's pairs with ``--family``) with cProfile instead.
+
 Each instance is measured in ``--repeats`` pairs: `target_distribution` (the median of 5
 calls) right before one exact law, in the same process, so that each ratio compares two numbers
 measured under the same conditions; the table gives the medians of the two times and of the
@@ -133,6 +141,59 @@ def instances(dr: Any) -> dict[str, Instance]:
     }
 
 
+def _function_bigram(dr: Any, vocab_size: int, seed: int, high: int, eos: int | None) -> Any:
+    """A `FunctionLM` bigram whose row after token ``t`` is a seeded vector of integer weights
+    1..``high`` over their sum, computed afresh at each call (as a function model does)."""
+    import numpy as np
+
+    gen = np.random.default_rng(seed)
+    weights = {t: [int(w) for w in gen.integers(1, high + 1, size=vocab_size)]
+               for t in range(-1, vocab_size)}
+
+    def probs(prefix: tuple[int, ...]) -> tuple[Fraction, ...]:
+        row = weights[prefix[-1] if prefix else -1]
+        total = sum(row)
+        return tuple(Fraction(w, total) for w in row)
+
+    return dr.FunctionLM(vocab_size, probs, eos=eos, name=f"function bigram {seed}")
+
+
+def family(dr: Any, decoder: str) -> dict[str, Instance]:
+    """Issue 34's family: 12 pairs (module docstring), SI or DSI (``decoder``) on each."""
+    from dsi_ref.audit.exact import exact_distribution
+    from dsi_ref.audit.laws import target_distribution
+
+    n, out = 6, {}
+    denominators, highs = (12, 4, 36, 100, 24, 60), (9, 5, 3, 9, 7, 4)
+    for i in range(12):
+        eos = 3 if i % 4 in (2, 3) else None
+        if i % 2 == 0:
+            den = denominators[(i // 2) % 6]
+            target = dr.TableLM.random(4, 1, seed=100 + i, denominator=den, eos=eos)
+            drafter = dr.TableLM.random(4, 1, seed=200 + i, denominator=den, eos=eos)
+            name = f"table-d{den}"
+        else:
+            high = highs[(i // 2) % 6]
+            target = _function_bigram(dr, 4, 100 + i, high, eos)
+            drafter = _function_bigram(dr, 4, 200 + i, high, eos)
+            name = f"function-w{high}"
+        name += "-eos" if eos is not None else ""
+
+        def law(t: Any = target, d: Any = drafter) -> dict[Any, Fraction]:
+            if decoder == "si":
+                return exact_distribution(
+                    lambda rng: dr.speculative(t, d, (), n, rng, lookahead=3).tokens)
+            return exact_distribution(
+                lambda rng: dr.dsi(t, d, (), n, rng, lookahead=3, sp_degree=2).tokens)
+
+        def reference(t: Any = target) -> dict[Any, Fraction]:
+            return target_distribution(t, (), n)
+
+        out[name] = Instance(name, f"{decoder.upper()} on {name}", law, reference,
+                             "10x" if decoder == "si" else "100x")
+    return out
+
+
 CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
@@ -178,13 +239,30 @@ def main() -> None:
                         help="cpu: this process's CPU seconds (default); wall: wall seconds")
     parser.add_argument("--src", default=None,
                         help="import dsi_ref from this checkout (e.g. an older worktree)")
+    parser.add_argument("--family", choices=("si", "dsi"), default=None,
+                        help="measure SI or DSI on the family of 12 pairs instead")
+    parser.add_argument("--profile", default=None, metavar="INSTANCE",
+                        help="profile one exact law of INSTANCE (cProfile, by own time) instead "
+                             "of timing; with --family, INSTANCE names a pair")
     args = parser.parse_args()
     if args.src:
         sys.path.insert(0, args.src)
     import dsi_ref as dr
 
-    table = instances(dr)
-    names = [name.strip() for name in args.instances.split(",") if name.strip()]
+    table = instances(dr) if args.family is None else family(dr, args.family)
+    if args.profile is not None:
+        import cProfile
+        import pstats
+
+        if args.profile not in table:
+            parser.error(f"unknown instance {args.profile!r}; choose from {sorted(table)}")
+        table[args.profile].exact()  # warm: the caches a first law fills
+        profiler = cProfile.Profile()
+        profiler.runcall(table[args.profile].exact)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        return
+    names = ([name.strip() for name in args.instances.split(",") if name.strip()]
+             if args.family is None else list(table))
     unknown = [name for name in names if name not in table]
     if unknown:
         parser.error(f"unknown instances {unknown}; choose from {sorted(table)}")
@@ -215,6 +293,11 @@ def main() -> None:
     for name, ref_seconds, exact_seconds, ratio, limit, verdict, same in rows:
         print(f"{name:<15} {ref_seconds:13.4f} {exact_seconds:9.3f} {ratio:7.1f}x {limit:>6} "
               f"{verdict:>7} {same:>13}")
+    if args.family is not None:
+        ratios = [row[3] for row in rows]
+        goals = (10, 25) if args.family == "si" else (100, 250)
+        print(f"{args.family.upper()} on the family: median {statistics.median(ratios):.1f}x "
+              f"(goal <= {goals[0]}x), worst {max(ratios):.1f}x (goal <= {goals[1]}x)")
 
 
 if __name__ == "__main__":

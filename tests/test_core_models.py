@@ -163,3 +163,23 @@ def test_the_library_models_serve_rows_as_read_row_reads_them() -> None:
             return row
 
     assert model_probs(Plain(), ()) == divided  # type: ignore[arg-type]
+
+
+def test_a_function_model_reads_each_exact_row_once_and_returns_the_same_object() -> None:
+    """An exact row built afresh at each call is validated once and returned as the object kept
+    (the exact engine caches rows by identity); a float row is read at each call; a bad row is
+    refused at each call, never kept."""
+    calls: list[tuple[int, ...]] = []
+
+    def fresh(prefix: tuple[int, ...]) -> tuple[F, ...]:
+        calls.append(prefix)
+        return (F(1, 4), F(3, 4)) if len(prefix) < 2 else (F(1, 2), F(1, 4))
+
+    model = dr.FunctionLM(2, fresh, name="fresh")
+    first, again = model.probs((0,)), model.probs((1,))
+    assert first == (F(1, 4), F(3, 4)) and first is again and len(calls) == 2
+    for _ in range(2):
+        with pytest.raises(dr.InvalidDistributionError, match="sum to 3/4"):
+            model.probs((0, 0))
+    floats = dr.FunctionLM(2, lambda prefix: [0.25, 0.75])
+    assert floats.probs(()) == (0.25, 0.75) and floats.probs(()) is not floats.probs(())

@@ -28,6 +28,7 @@ from .validate import check_int, check_number, check_seed, is_int
 
 __all__ = [
     "FLOAT_TOLERANCE",
+    "KNOWN_ROWS",
     "UNIT_ROUNDOFF",
     "FunctionLM",
     "InvalidDistributionError",
@@ -184,16 +185,25 @@ def _check_vocab(vocab_size: int, eos: int | None) -> None:
                                     f"{vocab_size}")
 
 
+#: The most distinct exact rows a `FunctionLM` remembers (beyond, it validates each call anew).
+KNOWN_ROWS = 1 << 16
+
+
 class FunctionLM:
-    """A model given by a function ``probs(prefix) -> row``; rows are validated on every call
-    and read as laws (`read_row`), so decoders need not check them again (``prevalidated``).
+    """A model given by a function ``probs(prefix) -> row``; every row it returns is validated
+    and read as a law (`read_row`), so decoders need not check them again (``prevalidated``).
+
+    An exact row (all `Fraction` s) is validated once: the model keeps the rows it has read, up
+    to `KNOWN_ROWS` of them, and returns the one it kept for a row equal to it. So a function
+    that builds its rows afresh at each call gives the same row object for the same row, which
+    the exact engine reads once (it caches rows by identity); float rows are read at each call.
 
     >>> m = FunctionLM(vocab_size=2, probs=lambda prefix: (Fraction(3, 5), Fraction(2, 5)))
     >>> m.probs((0, 1))
     (Fraction(3, 5), Fraction(2, 5))
     """
 
-    __slots__ = ("eos", "fn", "name", "vocab_size")
+    __slots__ = ("_known", "eos", "fn", "name", "vocab_size")
 
     #: ``probs`` validates every row it returns.
     prevalidated = True
@@ -207,14 +217,26 @@ class FunctionLM:
         self.fn = probs
         self.eos = eos
         self.name = name
+        self._known: dict[tuple[Number, ...], tuple[Number, ...]] = {}
 
     def __repr__(self) -> str:
         return f"FunctionLM(vocab_size={self.vocab_size}, eos={self.eos}, name={self.name!r})"
 
     def probs(self, prefix: Prefix) -> tuple[Number, ...]:
-        """The validated row ``fn(prefix)``, read as a law (`read_row`)."""
+        """The validated row ``fn(prefix)``, read as a law (`read_row`); for an exact row, the
+        row kept from an earlier call when one was equal to it."""
         prefix = tuple(prefix)
-        return read_row(self.fn(prefix), self.vocab_size, model=self, prefix=prefix)
+        row = self.fn(prefix)
+        row = row if type(row) is tuple else tuple(row)
+        exact = all(type(x) is Fraction for x in row)
+        if exact:
+            known = self._known.get(row)
+            if known is not None:
+                return known
+        read = read_row(row, self.vocab_size, model=self, prefix=prefix)
+        if exact and len(self._known) < KNOWN_ROWS:
+            self._known[row] = read
+        return read
 
 
 @dataclass(frozen=True, eq=False)
