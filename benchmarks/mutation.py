@@ -69,6 +69,21 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_laws_mutants.py", "tests/test_float_models.py")),
     "statistical": ("dsi_ref/audit/statistical.py", (
         "tests/test_statistical_mutants.py", "tests/test_statistical_audit.py")),
+    # issue 34, point 8: the modules of the rounds since
+    "exact_uniform": ("dsi_ref/audit/exact_uniform.py", (
+        "tests/test_exact_uniform_mutants.py", "tests/test_uniform.py",
+        "tests/test_exact_mutants.py", "tests/test_bad_inputs.py",
+        "tests/test_core_randomness.py")),
+    "models": ("dsi_ref/base/models.py", (  # read_row: what the float tolerance relies on
+        "tests/test_core_models.py", "tests/test_float_models.py")),
+    "claims_attack": ("dsi_ref/claims/attack.py", ("tests/test_claims.py",)),
+    "claims_instances": ("dsi_ref/claims/instances.py", ("tests/test_claims.py",)),
+    "claims_registry": ("dsi_ref/claims/registry.py", ("tests/test_claims.py",)),
+    "claims_render": ("dsi_ref/claims/render.py", ("tests/test_claims.py",)),
+    "vectorised": ("dsi_ref/backends/vectorised.py", ("tests/test_backend_vectorised.py",)),
+    "vectorised_tree": ("dsi_ref/backends/vectorised_tree.py",
+                        ("tests/test_vectorised_tree.py",)),
+    "engine_tree": ("dsi_ref/backends/engine_tree.py", ("tests/test_engine_tree.py",)),
 }
 #: Arguments of every pytest run inside mutmut: one process (pyproject's addopts spread the run
 #: over xdist workers), stop at the first failure, no cache written.
