@@ -143,3 +143,24 @@ def test_a_file_that_is_not_a_gguf_is_named(tmp_path: Path) -> None:
         read_vocabulary(junk)
     with pytest.raises(ModelFileError, match="no model file"):
         read_vocabulary(tmp_path / "missing.gguf")
+
+
+def test_the_flush_at_exit_is_added_before_the_last_return(tmp_path: Path) -> None:
+    body = ("int main() {\n    if (x) {\n        return 0;\n    }\n    LOG(\"\\n\");\n\n"
+            "    return 0;\n}\n")
+    for name in build.SOURCES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body)
+    log = tmp_path / "build.log"
+    assert build.add_flush_at_exit(tmp_path, log) == list(build.SOURCES)
+    text = (tmp_path / build.SOURCES[0]).read_text()
+    assert text.startswith("#include <cstdlib>\n")
+    lines = text.splitlines()
+    flush = next(i for i, line in enumerate(lines) if build.FLUSH_VARIABLE in line)
+    assert lines[flush + 1] == "    return 0;" and lines[flush + 2] == "}"
+    assert "        return 0;" in lines[:flush]                  # the early return untouched
+    assert build.add_flush_at_exit(tmp_path, log) == []          # once only
+    (tmp_path / build.SOURCES[1]).write_text("int main() { return 1; }\n")
+    (tmp_path / build.SOURCES[0]).unlink()
+    assert build.add_flush_at_exit(tmp_path, log) == []
+    assert log.read_text().count("flush at exit not added") == 4

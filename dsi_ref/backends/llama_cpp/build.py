@@ -12,6 +12,15 @@ environment is::
 
 A missing tool raises `ToolchainMissingError`, a failed step `EngineBuildError`, each in one
 line that names the fix or the log.
+
+**One opt-in line is added to each example** (`add_flush_at_exit`): before ``main`` returns,
+``if (std::getenv("DSI_REF_FLUSH_LOG")) common_log_pause(common_log_main());``. The examples
+print through a logger whose queue a thread drains and which is never flushed at exit
+(ggml-org/llama.cpp#22142), so a short run often loses its whole output, on a busy machine
+almost always; pausing the logger joins that thread once it has written everything (what
+llama.cpp's own ``llama-completion`` does before it exits). Without the variable the binaries
+behave as released; `dsi_ref.backends.llama_cpp.cpp` sets it, and still repeats a run whose
+output is missing.
 """
 
 from __future__ import annotations
@@ -30,13 +39,20 @@ from pathlib import Path
 
 from ...base.errors import EngineBuildError, ToolchainMissingError
 
-__all__ = ["PACKAGE", "TARGETS", "build_examples", "check_toolchain", "fetch_sdist", "main",
-           "pinned_requirement"]
+__all__ = ["FLUSH_VARIABLE", "PACKAGE", "TARGETS", "add_flush_at_exit", "build_examples",
+           "check_toolchain", "fetch_sdist", "main", "pinned_requirement"]
 
 #: The distribution whose sdist carries llama.cpp.
 PACKAGE = "llama-cpp-python"
 #: The examples built (the speculative ones).
 TARGETS = ("llama-speculative", "llama-speculative-simple")
+#: The sources of `TARGETS` inside llama.cpp.
+SOURCES = ("examples/speculative/speculative.cpp",
+           "examples/speculative-simple/speculative-simple.cpp")
+#: The environment variable that makes the examples flush their logger at exit.
+FLUSH_VARIABLE = "DSI_REF_FLUSH_LOG"
+_FLUSH = (f'    if (std::getenv("{FLUSH_VARIABLE}")) {{ common_log_pause(common_log_main()); }}'
+          "  // dsi-ref\n")
 #: llama.cpp's cmake options: the examples only, static, nothing that needs a network library.
 CMAKE_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF",
                  "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_TOOLS=OFF", "-DLLAMA_BUILD_SERVER=OFF",
@@ -100,6 +116,25 @@ def fetch_sdist(requirement: str, folder: Path, log: Path) -> Path:
     return found[0]
 
 
+def add_flush_at_exit(root: Path, log: Path) -> list[str]:
+    """Add the opt-in flush (module docstring) before the last ``return 0;`` of each of
+    `SOURCES` under ``root``; returns the files changed (one missing is logged, not fatal: the
+    runs are then repeated until their output is complete)."""
+    changed = []
+    for name in SOURCES:
+        path = root / name
+        text = path.read_text() if path.is_file() else ""
+        at = text.rfind("    return 0;\n}")
+        if at < 0 or FLUSH_VARIABLE in text:
+            with log.open("a") as fh:
+                fh.write(f"dsi-ref: flush at exit not added to {name} (no final return 0)\n")
+            continue
+        text = "#include <cstdlib>\n" + text[:at] + _FLUSH + text[at:]
+        path.write_text(text)
+        changed.append(name)
+    return changed
+
+
 def build_examples(source: Path, out: Path, *, jobs: int | None = None,
                    log: Path | None = None, targets: Sequence[str] = TARGETS) -> dict[str, Path]:
     """Build ``targets`` from ``source`` (an sdist ``.tar.gz`` or a llama.cpp source folder)
@@ -124,6 +159,8 @@ def build_examples(source: Path, out: Path, *, jobs: int | None = None,
         if not (root / "CMakeLists.txt").is_file():
             raise EngineBuildError(f"{source}: no llama.cpp sources (no CMakeLists.txt at "
                                    f"{root})")
+        if Path(source).is_file():                  # a folder given by the user stays as it is
+            add_flush_at_exit(root, log)
         build = Path(tmp) / "build"
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(["cmake", "-S", str(root), "-B", str(build), *generator, *CMAKE_OPTIONS], log,

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ...base.errors import EngineCrashError, EngineEnvironmentError, EngineOptionError
 from .binding import llama_seed
+from .build import FLUSH_VARIABLE
 from .models import byte_token, check_same_vocabulary
 from .sampling import SamplerConfig
 
@@ -157,7 +158,9 @@ def _pinned(command: list[str]) -> list[str]:
 
 
 def _one_run(command: list[str], example: str) -> tuple[bytes, str] | None:
-    done = subprocess.run(_pinned(command), capture_output=True, check=False, timeout=120)
+    env = {**os.environ, FLUSH_VARIABLE: "1"}
+    done = subprocess.run(_pinned(command), capture_output=True, check=False, timeout=120,
+                          env=env)
     stderr = done.stderr.decode(errors="replace")
     if done.returncode != 0:
         last = [line for line in stderr.splitlines() if line.strip()][-3:]
@@ -175,8 +178,10 @@ def run_example(target: Path, path: CppPath, prompt: bytes, n_tokens: int, seed:
     The examples log their output through a queue that a thread drains, and the logger is never
     flushed at exit (ggml-org/llama.cpp#22142): a short run can lose everything it logged after
     its first line, the more often the busier the machine (from a few percent of the runs, pinned
-    to one core, to most of them, unpinned beside other work). A run is repeated, with the same
-    seed, until its last line (the counters) is there; `CppRun.attempts` counts the runs."""
+    to one core, to almost all of them beside other work). The examples built by
+    `dsi_ref.backends.llama_cpp.build` flush it when ``DSI_REF_FLUSH_LOG`` is set, as it is
+    here; a run whose last line (the counters) is missing all the same (another build) is
+    repeated with the same seed; `CppRun.attempts` counts the runs."""
     command = [str(binary(path.example)), "-m", str(target), *path.args(), "-p",
                prompt.decode("ascii"), "-n", str(n_tokens), "-s", str(llama_seed(seed)),
                *COMMON_FLAGS, *config.cli_args(), *extra]
