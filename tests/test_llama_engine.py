@@ -25,7 +25,7 @@ from dsi_ref.backends.llama_cpp.binding import (
     logits_all_crash,
 )
 from dsi_ref.backends.llama_cpp.cpp import CppPath, cpp_sampler, run_example
-from dsi_ref.backends.llama_cpp.matrix import PROMPT, prompt_ids
+from dsi_ref.backends.llama_cpp.matrix import PATHS, PROMPT, cell_sampler, cells, prompt_ids
 from dsi_ref.backends.llama_cpp.options import probe_options
 from dsi_ref.backends.llama_cpp.sampling import SAMPLERS
 from dsi_ref.base.errors import ModelFileError, VocabularyMismatchError
@@ -88,6 +88,16 @@ def test_the_same_seed_gives_the_same_tokens(files: dict[str, Path]) -> None:
     sample = binding_sampler(files["target"], BindingPath("prompt-lookup", 2), prompt_ids(), 3,
                              SAMPLERS[0])
     assert len(runs) == 1 and len({sample(seed) for _ in range(3)}) == 1
+
+
+def test_every_path_gives_the_tokens_its_cell_audits() -> None:
+    # The longest outcome of the sweep: every path must generate N = 5 tokens (or stop early,
+    # which the tiny models almost never do: a token outside the live alphabet is ~1e-13).
+    longest = [c for c in cells() if c.n_tokens == max(x.n_tokens for x in cells())]
+    assert {c.path for c in longest} == {p.name for p in PATHS}
+    for cell in longest:
+        sample = cell_sampler(cell)
+        assert all(len(sample(s)) >= cell.n_tokens for s in sample_seeds(3, 5)), cell.name
 
 
 def test_finding_a_draft_model_without_logits_all_crashes(files: dict[str, Path]) -> None:

@@ -56,7 +56,7 @@ from .sampling import SAMPLERS, SamplerConfig, coarsen, reference_law
 from .whitebox import speculative_example_law
 
 __all__ = ["EPSILON", "MIN_MARGIN", "N_TOKENS", "PATHS", "POWER", "PROMPT", "SWEEP_KS",
-           "SWEEP_SAMPLER", "Cell", "CellResult", "PathSpec", "audit_cell", "cells",
+           "SWEEP_SAMPLER", "Cell", "CellResult", "PathSpec", "audit_cell", "cell_sampler", "cells",
            "planned_samples", "predicted_law", "prompt_ids", "run_matrix"]
 
 #: The prompt (its bytes; the tokenizer adds BOS): a repeated pattern, so that prompt lookup and
@@ -265,13 +265,15 @@ def _files(drafter: str) -> tuple[Path, Path | None]:
     return target, (gguf_path(_DRAFTERS[drafter]()) if drafter in _DRAFTERS else None)
 
 
-def _sampler(cell: Cell) -> Callable[[int], tuple[int, ...]]:
+def cell_sampler(cell: Cell) -> Callable[[int], tuple[int, ...]]:
+    """``seed -> the tokens`` of ``cell``'s engine path (at least ``cell.n_tokens`` unless it
+    stopped), before coarsening."""
     target, drafter = _files(cell.drafter)
     spec = cell.spec
     if spec.family == "binding":
         return binding_sampler(target, BindingPath(spec.mode, cell.k, drafter), prompt_ids(),
-                               N_TOKENS, cell.sampler)
-    return cpp_sampler(target, CppPath(spec.mode, cell.k, drafter), PROMPT, N_TOKENS,
+                               cell.n_tokens, cell.sampler)
+    return cpp_sampler(target, CppPath(spec.mode, cell.k, drafter), PROMPT, cell.n_tokens,
                        cell.sampler)
 
 
@@ -294,7 +296,7 @@ def audit_cell(cell: Cell, *,
     if margin < MIN_MARGIN:
         raise NumericalError(f"{cell.name}: the reference's margin {margin:.2g} is below "
                              f"{MIN_MARGIN:g}: float32 rounding could move a token across a cut")
-    raw = _sampler(cell)
+    raw = cell_sampler(cell)
     seen: dict[int, tuple[int, ...]] = {}
 
     def sample(seed: int) -> tuple[int, ...]:
