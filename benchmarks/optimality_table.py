@@ -104,7 +104,7 @@ def one_step_section(seeds: Sequence[int], vocab: int, drafts: Sequence[int]) ->
     lines += ["", "### Each rule's gap to the optimum", "",
               "A rule's one-step acceptance is the exact expected `stats[\"accepted\"]` of a "
               "2-token run (`tree=(k,)`); the gap is the optimum for the rule's own draft law "
-              "minus it (a lossless rule cannot have a negative gap).", "",
+              "minus it (a lossless rule cannot have a negative gap). <!-- no verdict -->", "",
               "| seed | k | rule | drafts | acceptance | ≈ | optimum | gap |",
               "|---|---|---|---|---|---|---|---|"]
     for s, (p, q) in instances.items():
