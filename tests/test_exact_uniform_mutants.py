@@ -42,6 +42,10 @@ def coin(p: F) -> dict[Any, F]:
     (lambda u: u * 0 < HALF, F(1)), (lambda u: u * 0 > HALF, F(0)),
     (lambda u: u * 0 + HALF <= HALF, F(1)), (lambda u: u * 0 + HALF < HALF, F(0)),
     (lambda u: u * 0 + HALF >= HALF, F(1)), (lambda u: u * 0 + HALF > HALF, F(0)),
+    (lambda u: u * 0 + HALF >= QUARTER, F(1)), (lambda u: u * 0 + HALF > QUARTER, F(1)),
+    (lambda u: u * 0 + HALF <= QUARTER, F(0)), (lambda u: u * 0 + HALF < QUARTER, F(0)),
+    (lambda u: -(u + QUARTER) > -HALF, QUARTER), (lambda u: u / 4 < F(1, 16), QUARTER),
+    (lambda u: u * F(1, 2) > F(1, 8), F(3, 4)), (lambda u: 1 - u / 2 > F(7, 8), QUARTER),
 ])
 def test_every_comparison_has_its_exact_law(compare: Any, p: F) -> None:
     assert law(compare) == coin(p)
@@ -61,6 +65,8 @@ def test_equality_is_a_point_of_measure_zero_off_the_grid_and_a_cell_on_it() -> 
     (lambda u: u <= QUARTER, HALF), (lambda u: u > F(3, 4), F(0)),
     (lambda u: u >= F(3, 4), QUARTER), (lambda u: u < 1, F(1)), (lambda u: u <= 1, F(1)),
     (lambda u: u < -1, F(0)), (lambda u: u > 2, F(0)),
+    (lambda u: u * 1 <= 0, QUARTER), (lambda u: u + 0 <= 0, QUARTER),
+    (lambda u: -u >= 0, QUARTER), (lambda u: (u - QUARTER) * 2 < 0, QUARTER),
 ])
 def test_the_grid_of_two_bits_puts_the_value_on_quarters(compare: Any, p: F) -> None:
     """``v = floor(4u) / 4`` takes 0, 1/4, 1/2, 3/4 with probability 1/4 each."""
@@ -112,11 +118,13 @@ def test_repr_names_the_affine_map_the_grid_and_the_key() -> None:
 
     def program(rng: Any) -> int:
         u = rng.uniform(key="k")
-        seen.extend([repr(u), repr(u * 2 + 1), repr(rng.uniform(bits=24))])
+        seen.extend([repr(u), repr(u * 2 + 1), repr(u * 2), repr(u + 1),
+                     repr(rng.uniform(bits=24))])
         return 0
 
     exact_distribution(program)
     assert seen == ["ExactUniform(u, key='k')", "ExactUniform(1 + 2·u, key='k')",
+                    "ExactUniform(0 + 2·u, key='k')", "ExactUniform(1 + 1·u, key='k')",
                     "ExactUniform(u on a 2^-24 grid, key=Unshared(n=1))"]
 
 
@@ -129,6 +137,8 @@ def test_repr_names_the_affine_map_the_grid_and_the_key() -> None:
      "str"),
     (lambda u: u - True, TypeError, "an exact uniform can be added to a real number only, got "
      "bool"),
+    (lambda u: "1" - u, TypeError, "an exact uniform can be added to a real number only, got "
+     "str"),
     (lambda u: u * None, TypeError, "an exact uniform can be multiplied by a real number only, "
      "got NoneType"),
     (lambda u: u / "2", TypeError, "an exact uniform can be divided by a real number only, got "
