@@ -194,8 +194,8 @@ def render(version: str, results: list[CellResult], probes: list, gaps: dict[str
         + "; ".join(f"{r.cell.name}: exact TV {r.predicted[1]:.4f} to the target, audited "
                     f"against the prediction: {r.predicted[0].verdict}"
                     for r in speculative if r.predicted is not None)
-        + "). The smallest program: [engine-bugs.md, section 11](engine-bugs.md#11-llamacpp-a-"
-        "greedy-draft-accepted-with-the-ratio-of-a-sampled-one). Reading the code, its residual "
+        + "). The smallest program: docs/engine-bugs.md, section 11 (its exact TV is 1/3). "
+        "Reading the code, its residual "
         "also pairs the two candidate lists by rank after sorting them by id, which is (p − q)+ "
         "only when the target's and the drafter's sampler chains keep the same tokens.",
         "2. **Lossless at the stated power**: " + ", ".join(f"`{p}`" for p in lossless_paths)
