@@ -10,7 +10,10 @@ Each names what a user did or what happened, so that a caller can catch exactly 
   `ModelDirectoryError` (a model directory that does not exist or holds no causal LM),
   `EngineOptionError` (a method or option the engine refuses), `VocabularyMismatchError` (a
   drafter whose vocabulary is not the target's), `EngineCrashError` (the engine raised while
-  sampling: a bug of the engine, reported as a finding), all `BackendError`s;
+  sampling: a bug of the engine, reported as a finding), all `BackendError`s; an engine built
+  from source: `ToolchainMissingError` (cmake or a compiler missing) and `EngineBuildError` (the
+  build failed), both `EngineEnvironmentError`s, and `ModelFileError` (a model file, a GGUF,
+  that does not exist or does not load), a `ModelDirectoryError`;
 * a distributed run that cannot go on: `ServerLostError` (every target server died) and its
   refinement `ServerTimeoutError` (a deadline passed: servers frozen, or the run's timeout),
   `UnschedulableError` (no node can host a server's resources), `RayConnectionError` (a Ray
