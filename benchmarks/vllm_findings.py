@@ -129,7 +129,8 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
         "truncated to integers on the way in: temperature 0.7 and 1.3 become 0 and 1 (0 then "
         "rewritten to 1, the greedy marker), top-p 0.8 becomes 0; lossy: "
         f"{', '.join(f'`{n}`' for n in copy_lossy) or 'none'}. An audit at temperature 1 "
-        "alone cannot see this layer.",
+        "alone cannot see this layer. docs/engine-bugs.md, section 12, writes it as a 20-line "
+        "program whose exact TV is 1/7 at temperature 1/2.",
         "4. **Two crashes.** Top-k alone crashes speculative decoding on a CPU (new): "
         "`apply_top_k_only` calls `k.max()`, and a step in which no request has a draft (every "
         "request one token from `max_tokens`) hands it zero rows; the fixed engine returns "
