@@ -183,3 +183,50 @@ def test_a_function_model_reads_each_exact_row_once_and_returns_the_same_object(
             model.probs((0, 0))
     floats = dr.FunctionLM(2, lambda prefix: [0.25, 0.75])
     assert floats.probs(()) == (0.25, 0.75) and floats.probs(()) is not floats.probs(())
+
+
+# -- every message whole, and the boundaries of read_row (issue 34, point 8) -------------------
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ((0.5, 0.6, -0.1), "m at prefix (1,): probability of token 2 is -0.1 < 0"),
+    ((True, F(0), F(0)), "m at prefix (1,): probability of token 0 is a bool (True)"),
+    (("a", 0.5, 0.5), "m at prefix (1,): probability of token 0 has type str; use "
+                      "fractions.Fraction (exact) or float"),
+    ((F(1, 2), F(1, 4), F(0)), "m at prefix (1,): probabilities sum to 3/4, not 1"),
+])
+def test_every_refusal_names_the_model_the_prefix_and_the_problem_whole(
+        row: tuple[object, ...], message: str) -> None:
+    from dsi_ref.base.models import checked_probs
+    from dsi_ref.decoders.common import model_probs
+
+    class Plain:
+        vocab_size, eos, name = 3, None, "m"
+
+        def probs(self, prefix: tuple[int, ...]) -> tuple[object, ...]:
+            return row
+
+    for read in (lambda: checked_probs(Plain(), (1,)),  # type: ignore[arg-type]
+                 lambda: model_probs(Plain(), (1,)),  # type: ignore[arg-type]
+                 lambda: validate_probs(row, 3, model=Plain(), prefix=(1,)),  # type: ignore[arg-type]
+                 lambda: read_row(row, 3, model=Plain(), prefix=(1,))):  # type: ignore[arg-type]
+        with pytest.raises(dr.InvalidDistributionError) as caught:
+            read()
+        assert str(caught.value) == message
+
+
+def test_a_function_model_keeps_exact_rows_only_and_takes_any_sequence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A float row equal to an exact one is never returned for it (only exact rows are kept);
+    a list is read as a row; at most `KNOWN_ROWS` rows are kept."""
+    import dsi_ref.base.models as models
+
+    rows = iter([[0.25, 0.75], [F(1, 4), F(3, 4)], [F(1, 4), F(3, 4)]])
+    model = dr.FunctionLM(2, lambda prefix: next(rows))
+    floats, exact, again = model.probs(()), model.probs(()), model.probs(())
+    assert [type(x) for x in floats] == [float, float]
+    assert [type(x) for x in exact] == [F, F] and exact is again and type(exact) is tuple
+    monkeypatch.setattr(models, "KNOWN_ROWS", 1)
+    kept = dr.FunctionLM(2, lambda prefix: (F(1, 4), F(3, 4)) if prefix else (F(1, 2), F(1, 2)))
+    assert kept.probs(()) is kept.probs(())   # the first row is kept
+    assert kept.probs((0,)) is not kept.probs((0,))   # the second is past the limit

@@ -406,6 +406,42 @@ def test_a_target_read_within_rounding_of_1_gets_the_default_tolerance() -> None
     assert got.float_tolerance == tolerance_for(1, 2)
 
 
+class _Nameless:
+    """`_Vouched` without a name: the message names its type."""
+
+    prevalidated = True
+    vocab_size = 2
+    eos = None
+
+    def probs(self, prefix: tuple[int, ...]) -> tuple[float, float]:
+        return (0.5, 0.5 + 2.0**-40)
+
+
+def test_the_deviation_is_the_exact_sum_of_every_kind_of_entry() -> None:
+    """A row of a `Fraction` and a float is summed exactly (1/3 itself, not its double): here
+    4.07e-16 past 1, where the double of 1/3 would make it 3.89e-16; float32 entries are read
+    through ``float``; a nameless target is named by its type."""
+    row = (F(1, 3), float(2 / 3) + 4 * 2.0**-53)
+    with pytest.raises(InvalidDistributionError, match=r"only within 4\.07e-16 as decoders"):
+        check_lossless(fair, _Vouched(row))  # type: ignore[arg-type]
+    mixed = (F(1, 3), 2 / 3)
+    assert check_lossless(lambda rng: (rng.categorical(list(mixed)),),
+                          _Vouched(mixed)).equal  # type: ignore[arg-type]
+    import numpy as np
+
+    halves = (np.float32(0.5), np.float32(0.5))
+    assert check_lossless(fair, _Vouched(halves)).equal  # type: ignore[arg-type]
+    with pytest.raises(InvalidDistributionError,
+                       match=r"^the float rows of the target '_Nameless' sum to 1 only within "):
+        check_lossless(fair, _Nameless())  # type: ignore[arg-type]
+
+
+def test_a_tolerance_of_zero_has_no_basis() -> None:
+    """A float target compared exactly on request: the report carries no basis."""
+    got = check_lossless(fair, dr.TableLM.context_free([0.25, 0.75]), float_tolerance=0)
+    assert got.float_tolerance == 0 and got.float_tolerance_basis == ""
+
+
 def test_a_target_whose_float_rows_were_not_read_as_laws_is_refused() -> None:
     """One ulp of 2^-53 past ``(V + 1) · 2^-53``: the default tolerance cannot tell a decoder's
     float32 rounding from the rows' own error, so it is refused, with the figures; a tolerance
