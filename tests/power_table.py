@@ -31,12 +31,11 @@ from scipy import stats
 from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
     Alternative,
-    _miss_enumerated,
-    _miss_threshold,
     achieved_power,
     pool_cells,
     rejects,
 )
+from dsi_ref.audit.statistical.power import _miss_enumerated, _miss_threshold
 
 Law = Mapping[Hashable, float]
 MISS = 1e-9  # each Clopper-Pearson bound fails with at most this probability

@@ -26,7 +26,7 @@ import pytest
 
 import dsi_ref as dr
 from dsi_ref import cli
-from dsi_ref.audit.statistical import _outcome
+from dsi_ref.audit.statistical.driver import as_sample_outcome as _outcome
 from dsi_ref.base import errors
 from dsi_ref.base.errors import InvalidAuditError, InvalidDistributionError
 from dsi_ref.base.errors import InvalidParameterError as IPE

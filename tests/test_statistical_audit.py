@@ -22,8 +22,6 @@ from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
     POLICY_MISS,
     Alternative,
-    _critical,
-    _log_tail_bound,
     achieved_power,
     audit_counts,
     pool_cells,
@@ -31,6 +29,12 @@ from dsi_ref.audit.statistical import (
     required_samples,
     sample_seeds,
     statistical_audit,
+)
+from dsi_ref.audit.statistical.design import (
+    critical_value as _critical,
+)
+from dsi_ref.audit.statistical.design import (
+    log_tail_bound as _log_tail_bound,
 )
 from dsi_ref.audit.suite import default_suite
 from dsi_ref.audit.zoo import MUTANTS

@@ -32,10 +32,6 @@ from dsi_ref.audit.statistical import (
     Pooling,
     Residual,
     StatisticalReport,
-    _critical,
-    _label,
-    _log_tail_bound,
-    _mean_abs_dev,
     achieved_power,
     audit_counts,
     g_statistic,
@@ -46,6 +42,13 @@ from dsi_ref.audit.statistical import (
     sample_seeds,
     statistical_audit,
 )
+from dsi_ref.audit.statistical.design import (
+    critical_value as _critical,
+)
+from dsi_ref.audit.statistical.design import (
+    log_tail_bound as _log_tail_bound,
+)
+from dsi_ref.audit.statistical.report import _label, _mean_abs_dev
 from dsi_ref.base.errors import InvalidAuditError, NondeterministicProgramError, UnderpoweredError
 
 # A dyadic law: every n * p and every sum below is exact in binary floating point.

@@ -55,24 +55,26 @@ from power_table import (  # tests/ is on sys.path (prepend import mode)
 from scipy import stats
 
 import dsi_ref as dr
-from dsi_ref.audit import statistical
 from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
     Alternative,
     InvalidAuditError,
-    _critical,
-    _lower_cut,
-    _miss_binary,
-    _miss_chernoff,
-    _miss_enumerated,
-    _miss_threshold,
-    _upper_cut,
     achieved_power,
     audit_counts,
     g_statistic,
     pool_cells,
     rejects,
     required_samples,
+)
+from dsi_ref.audit.statistical import power as statistical_power
+from dsi_ref.audit.statistical.design import critical_value as _critical
+from dsi_ref.audit.statistical.power import (
+    _lower_cut,
+    _miss_binary,
+    _miss_chernoff,
+    _miss_enumerated,
+    _miss_threshold,
+    _upper_cut,
 )
 
 Law = Mapping[Hashable, float]
@@ -213,7 +215,7 @@ def test_the_finite_sample_threshold_costs_1_4_times_the_samples_of_the_chi_squa
     law = dr.target_distribution(dr.TableLM.random(4, 1, seed=3, name="hf-target"), (), 3)
     assert len(law) == 24
     assert required_samples(law, Alternative.tv(0.1)) == 4_720
-    monkeypatch.setattr(statistical, "_critical",
+    monkeypatch.setattr(statistical_power, "critical_value",
                         lambda df, alpha: float(stats.chi2.isf(alpha, df)) if df > 0 else math.inf)
     assert required_samples(law, Alternative.tv(0.1)) == 3_312
 
