@@ -49,11 +49,18 @@ Probs: TypeAlias = Sequence[Number]
 
 
 
+def normalised(weights: Iterable[Number]) -> tuple[Number, ...]:
+    """``w / Σ w``: a row of nonnegative weights made a distribution (exact on `Fraction`s)."""
+    row = list(weights)
+    total = sum(row)
+    return tuple(w / total for w in row)
+
+
 def sequential_sum(values: Iterable[Number]) -> Number:
     """``Σ values`` added left to right from ``Fraction(0)``, on every Python version: exact for
     `Fraction` s; for floats the plain sequential float sum (Python 3.12's built-in ``sum``
     compensates float sums, so it could differ in the last bits from the engines' sequential
-    sums, `dsi_ref.backends.vectorised.sequential_sum`).
+    sums, `dsi_ref.backends.engine.vectorised.sequential_sum`).
 
     >>> sequential_sum([0.1, 0.2, 0.3]) == (0.1 + 0.2) + 0.3
     True

@@ -49,7 +49,7 @@ from functools import lru_cache
 from typing import Literal, TypeAlias
 
 from .errors import InvalidParameterError
-from .models import UNIT_ROUNDOFF, LanguageModel, Number, Prefix, checked_probs
+from .models import UNIT_ROUNDOFF, LanguageModel, Number, Prefix, checked_probs, normalised
 from .validate import check_bool, check_int, check_number
 
 __all__ = [
@@ -181,8 +181,8 @@ def _inverse(value: Number) -> str:
 
 
 def _normalise(row: list[Number]) -> list[Number]:
-    total = sum(row)
-    return [x / total for x in row]
+    """`dsi_ref.base.models.normalised`, as a list (the steps of `Processors.apply` edit it)."""
+    return list(normalised(row))
 
 
 def _kth_largest(row: Sequence[Number], k: int) -> Number:

@@ -29,6 +29,8 @@ LawLike = Mapping[Any, Fraction | float]
 
 
 def check_law(law: LawLike, what: str) -> dict[Outcome, float]:
+    """``law`` as ``{outcome: float}`` (zeros dropped): `InvalidAuditError` naming ``what`` unless
+    it is a non-empty mapping of finite probabilities >= 0 summing to 1 (within 1e-9)."""
     if not isinstance(law, Mapping) or not law:
         raise InvalidAuditError(f"{what} must be a non-empty mapping outcome -> probability")
     out: dict[Outcome, float] = {}
@@ -191,10 +193,12 @@ def check_options(alternative: object, seed: object, min_expected: object, top: 
 
 
 def check_n(n_samples: int) -> None:
+    """`InvalidAuditError` unless ``n_samples`` is an int >= 1."""
     check_int("n_samples", n_samples, error=InvalidAuditError)
 
 
 def check_alpha(alpha: float, name: str = "alpha") -> None:
+    """`InvalidAuditError` unless ``alpha`` (or the rate called ``name``) lies in (0, 1)."""
     if isinstance(alpha, bool) or not isinstance(alpha, int | float | Fraction) \
             or not 0 < alpha < 1:
         raise InvalidAuditError(f"{name} must lie in (0, 1), got {alpha!r}")
