@@ -31,16 +31,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .event_engine import Commit, _engine
+from .event_engine import Commit, make_engine
 from .event_spines import (
     Spine,
-    _fast_eligible,
-    _spine_family,
-    _SpineFamily,
-    _SpineTable,
-    _unit_mode,
+    SpineFamily,
+    SpineTable,
+    fast_eligible,
     spine,
+    spine_family,
     spines,
+    unit_mode,
 )
 from .params import Num, SimParams
 
@@ -127,8 +127,8 @@ def dsi_event_exact_reference(p: SimParams) -> Num:
     Fraction(7, 4)
     """
     exact = p.exact
-    unit = _unit_mode(p)
-    table = _SpineTable(p, reference=True)
+    unit = unit_mode(p)
+    table = SpineTable(p, reference=True)
     if p.acceptance is None:
         a: Num = Fraction(p.rate) if exact else float(p.rate)
 
@@ -158,7 +158,7 @@ def dsi_event_exact_reference(p: SimParams) -> Num:
     return value(p.n_tokens, 0, True)
 
 
-def _family_dp(family: _SpineFamily, n: int, windows: _Windows, exact: bool) -> Any:
+def _family_dp(family: SpineFamily, n: int, windows: _Windows, exact: bool) -> Any:
     """``E(n)`` (in ticks) from the spines of ``family``, for ``windows`` (numbers or arrays).
 
     With ``r_i = P(G = i)`` and spine ``R`` = ``τ_0 … τ_{m−1}``::
@@ -224,8 +224,8 @@ def dsi_event_exact(p: SimParams) -> Num:
     """Exact ``E[T_DSI]`` of the event model (a ``Fraction`` for rational inputs).
 
     Dynamic programming over restart states ``(tokens left, servers used)`` (module docstring).
-    For `_fast_eligible` configurations (no prefill, independent servers, FIFO, ``SP >= 2``)
-    the spines come from `_spine_family` and the programme runs in ``O(N K)`` beyond the spines'
+    For `fast_eligible` configurations (no prefill, independent servers, FIFO, ``SP >= 2``)
+    the spines come from `spine_family` and the programme runs in ``O(N K)`` beyond the spines'
     own tails (`_family_dp`); otherwise it is `dsi_event_exact_reference`. The two are equal
     (exactly for ``Fraction``s: tests/test_sim_acceptance_law.py).
 
@@ -233,9 +233,9 @@ def dsi_event_exact(p: SimParams) -> Num:
     ...                           n_tokens=2, model="event", sp_degree=2))
     Fraction(7, 4)
     """
-    if not _fast_eligible(p):
+    if not fast_eligible(p):
         return dsi_event_exact_reference(p)
-    family = _spine_family(p, p.n_tokens)
+    family = spine_family(p, p.n_tokens)
     ticks = _family_dp(family, p.n_tokens, _Windows.of(p), p.exact)
     if p.exact:
         return Fraction(ticks) / family.scale
@@ -247,10 +247,10 @@ def dsi_event_grid_reference(p: SimParams, a_values: NDArray[np.float64]) -> NDA
     with numpy over the spine and over ``a``, one spine per state from `spines`."""
     a = np.asarray(a_values, float)
     n = p.n_tokens
-    unit = _unit_mode(p)
+    unit = unit_mode(p)
     assert p.sp_degree is not None
     states = 1 if unit else p.sp_degree
-    table = _SpineTable(p, reference=True)
+    table = SpineTable(p, reference=True)
     power = a[None, :] ** np.arange(n + 1)[:, None]             # a^i, shape (N + 1, len(a))
     value = np.zeros((n + 1, states, a.size))
 
@@ -278,14 +278,14 @@ def dsi_event_grid(p: SimParams, a_values: NDArray[np.float64]) -> NDArray[np.fl
     """Exact ``E[T_DSI]`` (floats) of the event model for every ``a`` in ``a_values`` at once
     (the spines do not depend on ``a``); ``p.a`` and ``p.acceptance`` are ignored.
 
-    `_fast_eligible` configurations: the spines of `_spine_family` and `_family_dp` over the
+    `fast_eligible` configurations: the spines of `spine_family` and `_family_dp` over the
     array of rates (every term ``>= 0``, so it agrees with `dsi_event_grid_reference` to float
     rounding, within ``1e-12`` relative: tests/test_sim_acceptance_law.py); others: the
     reference.
     """
-    if not _fast_eligible(p):
+    if not fast_eligible(p):
         return dsi_event_grid_reference(p, a_values)
-    family = _spine_family(p, p.n_tokens)
+    family = spine_family(p, p.n_tokens)
     ticks = _family_dp(family, p.n_tokens, _Windows.rates(a_values), exact=False)
     result: NDArray[np.float64] = np.asarray(ticks, float) / family.scale
     return result
@@ -323,7 +323,7 @@ def event_run(p: SimParams, rng: np.random.Generator) -> list[Commit]:
         law = p.law
         probs = np.array([float(x) for x in law.probabilities])
         probs = probs / probs.sum()
-        engine = _engine(p, p.n_tokens, True, 0, lambda _: True, False)
+        engine = make_engine(p, p.n_tokens, True, 0, lambda _: True, False)
 
         def decide_window(first: int, m: int) -> int:
             return min(int(rng.choice(law.k + 1, p=probs)), m)
@@ -332,9 +332,9 @@ def event_run(p: SimParams, rng: np.random.Generator) -> list[Commit]:
         return engine.run()
     if p.acceptance is None:
         a = float(p.rate)
-        return _engine(p, p.n_tokens, True, 0, lambda _: bool(rng.random() < a), False).run()
+        return make_engine(p, p.n_tokens, True, 0, lambda _: bool(rng.random() < a), False).run()
     decider = _WindowDecider(p, rng)
-    engine = _engine(p, p.n_tokens, True, 0, lambda _: True, False)
+    engine = make_engine(p, p.n_tokens, True, 0, lambda _: True, False)
     engine.decide = lambda position: decider(position, engine.origin)
     return engine.run()
 
@@ -348,10 +348,10 @@ def simulate_event(p: SimParams, n_repeats: int, rng: np.random.Generator) -> ND
     `_Windows.draw`).
     """
     n = p.n_tokens
-    unit = _unit_mode(p)
+    unit = unit_mode(p)
     windows = None if p.acceptance is None else _Windows.of(p)
     a = 0.0 if windows is not None else float(p.rate)
-    table = _SpineTable(p)
+    table = SpineTable(p)
     latency = np.zeros(n_repeats)
     left = np.full(n_repeats, n, dtype=np.int64)
     used = np.zeros(n_repeats, dtype=np.int64)

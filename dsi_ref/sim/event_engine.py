@@ -1,7 +1,7 @@
 """The engine of the event model: DSI of docs/dsi-semantics.md at the acceptance level, rule by
 rule.
 
-`_Engine` replays the rules of the token-level `dsi_ref.decoders.dsi` (one drafter drafting
+`EventEngine` replays the rules of the token-level `dsi_ref.decoders.dsi` (one drafter drafting
 continuously, a verification task per window of ``k`` drafts supplying ``p`` at the window and the
 position after it, a frontier task, ``SP`` servers with server 0 reserved for the frontier task
 when ``SP >= 2``, a queue, preemption, the canonical tie order: the drafter first, then tasks in
@@ -20,7 +20,7 @@ correction when ``L < m`` (a restart, as a rejection) or, when ``L >= m``, the n
 starts at the frontier (no bonus). A frontier task that supplies ``p`` at a drafted position of
 an incomplete window decides nothing; with no draft at ``F`` it commits a bonus.
 
-Times are kept exact: rational costs are scaled to integers (`_Costs`). The spines
+Times are kept exact: rational costs are scaled to integers (`EventCosts`). The spines
 (`dsi_ref.sim.event_spines`) and the expectation and simulation (`dsi_ref.sim.event`) are built
 on this engine.
 """
@@ -37,6 +37,9 @@ from typing import Literal
 
 from .params import Contention, Num, SimParams
 
+#: Public: the commit record and its kinds. `EventEngine`, `EventCosts`, `EventTask` and
+#: `make_engine` are shared with `dsi_ref.sim.event` and `dsi_ref.sim.event_spines` only (the
+#: simulator's internals, not an API).
 __all__ = ["Commit", "Kind"]
 
 
@@ -53,7 +56,7 @@ class Commit:
     used: int
 
 
-class _Task:
+class EventTask:
     __slots__ = ("end", "first", "frontier", "last", "server", "slow", "work")
 
     def __init__(self, first: int, last: int, frontier: bool) -> None:
@@ -73,7 +76,7 @@ class _Draft:
 
 
 @dataclass(frozen=True)
-class _Costs:
+class EventCosts:
     """Costs on the engine's clock (integers when exact: ``scale`` ticks per target forward)."""
 
     c: int | float
@@ -84,7 +87,7 @@ class _Costs:
     scale: int
 
     @classmethod
-    def of(cls, p: SimParams) -> _Costs:
+    def of(cls, p: SimParams) -> EventCosts:
         t1 = p.target_first if p.target_first is not None else 1
         d1 = p.drafter_first if p.drafter_first is not None else p.c
         costs: list[int | float]
@@ -105,10 +108,10 @@ class _Costs:
             else float(ticks)
 
 
-class _Engine:
+class EventEngine:
     """One run (or one spine) of acceptance-level DSI; docs/dsi-semantics.md, rule by rule."""
 
-    def __init__(self, n: int, lookahead: int, sp_degree: int, costs: _Costs, lifo: bool,
+    def __init__(self, n: int, lookahead: int, sp_degree: int, costs: EventCosts, lifo: bool,
                  fresh: bool, used: int, decide: Callable[[int], bool],
                  stop_on_restart: bool) -> None:
         self.n, self.lookahead, self.sp_degree = n, lookahead, sp_degree
@@ -124,10 +127,10 @@ class _Engine:
         self.drafter_first = fresh
         self.server_first = [fresh or s > used for s in range(sp_degree)]
         self.used = 0 if fresh else used
-        self.tasks: list[_Task] = []         # running, in start order
-        self.queue: deque[_Task] = deque()   # waiting verification tasks, in submit order
-        self.frontier_waiting: _Task | None = None
-        self.busy: list[_Task | None] = [None] * sp_degree
+        self.tasks: list[EventTask] = []         # running, in start order
+        self.queue: deque[EventTask] = deque()   # waiting verification tasks, in submit order
+        self.frontier_waiting: EventTask | None = None
+        self.busy: list[EventTask | None] = [None] * sp_degree
         self.supplied: set[int] = set()
         self.done = n == 0
         self.stopped = False
@@ -162,7 +165,7 @@ class _Engine:
 
     # -- servers
     def submit(self, first: int, last: int, frontier: bool) -> None:
-        task = _Task(first, last, frontier)
+        task = EventTask(first, last, frontier)
         if frontier and self.sp_degree >= 2:
             self.run_on(task, 0)
             return
@@ -186,8 +189,8 @@ class _Engine:
                 return
             self.run_on(task, free[0])
 
-    def run_on(self, queued: _Task, server: int) -> None:
-        task = _Task(queued.first, queued.last, queued.frontier)  # queued ones stay immutable
+    def run_on(self, queued: EventTask, server: int) -> None:
+        task = EventTask(queued.first, queued.last, queued.frontier)  # queued ones stay immutable
         first = self.server_first[server]
         self.server_first[server] = False
         task.server = server
@@ -199,11 +202,11 @@ class _Engine:
         self.tasks.append(task)
         self.used = max(self.used, server)
 
-    def place(self, task: _Task, cost: int | float) -> None:
+    def place(self, task: EventTask, cost: int | float) -> None:
         """Start ``task`` (solo cost ``cost``) on its server now."""
         task.end = self.now + cost
 
-    def preempt(self, task: _Task) -> None:
+    def preempt(self, task: EventTask) -> None:
         if task.end is not None:
             self.busy[task.server] = None
             self.tasks.remove(task)
@@ -212,7 +215,7 @@ class _Engine:
         else:
             self.queue.remove(task)
 
-    def finish_task(self, task: _Task) -> None:
+    def finish_task(self, task: EventTask) -> None:
         self.busy[task.server] = None
         self.tasks.remove(task)
         self.supplied.update(range(max(task.first, self.frontier), task.last + 1))
@@ -307,7 +310,7 @@ class _Engine:
     def step(self, hold_draft: int | None = None) -> bool:
         """Process the next instant; with ``hold_draft``, stop before the instant at which the
         drafter completes that position (returns False then)."""
-        pending: list[_Draft | _Task] = [self.drafting] if self.drafting else []
+        pending: list[_Draft | EventTask] = [self.drafting] if self.drafting else []
         pending += self.tasks
         self.now = min(e.end for e in pending if e.end is not None)
         if self.drafting is not None and self.drafting.position == hold_draft \
@@ -338,12 +341,12 @@ class _Engine:
         return [Commit(self.costs.time(t), pos, kind, used)
                 for t, pos, kind, used in self.finish()]
 
-    def clone(self, n: int) -> _Engine:
+    def clone(self, n: int) -> EventEngine:
         """A copy of this state with budget ``n`` (task objects are never mutated: shared)."""
         return self.copy_as(type(self), n, list(self.commits))
 
-    def copy_as(self, cls: type[_Engine], n: int,
-                commits: list[tuple[int | float, int, Kind, int]]) -> _Engine:
+    def copy_as(self, cls: type[EventEngine], n: int,
+                commits: list[tuple[int | float, int, Kind, int]]) -> EventEngine:
         """This state as a ``cls`` with budget ``n`` and ``commits``: the mutable containers are
         copied, everything else (immutable, or never mutated) is shared."""
         new = object.__new__(cls)
@@ -358,10 +361,10 @@ class _Engine:
         return new
 
 
-class _SharedEngine(_Engine):
-    """`_Engine` on one shared device (`Contention`): processor sharing between forwards.
+class _SharedEngine(EventEngine):
+    """`EventEngine` on one shared device (`Contention`): processor sharing between forwards.
 
-    The rules are `_Engine`'s; only the clock changes. A forward's ``end`` is its projected
+    The rules are `EventEngine`'s; only the clock changes. A forward's ``end`` is its projected
     finish at the current speeds: after every instant at which forwards start, end or are
     preempted, each running forward's remaining solo work ``(end − now) / slow`` is rescaled by
     the new slowdown. A forward started at this instant has ``end − now`` = its solo cost.
@@ -381,7 +384,7 @@ class _SharedEngine(_Engine):
 
     def reschedule(self) -> None:
         running = len(self.tasks)
-        items: list[_Task | _Draft] = list(self.tasks)
+        items: list[EventTask | _Draft] = list(self.tasks)
         slowdowns = [self.contention.target_slowdown(running)] * running
         if self.drafting is not None:
             items.append(self.drafting)
@@ -391,8 +394,8 @@ class _SharedEngine(_Engine):
             work = (item.end - self.now) / (item.slow or 1.0)    # solo work still to do
             item.end, item.slow = self.now + work * slow, slow
 
-    def clone(self, n: int) -> _Engine:
-        """`_Engine.clone`, with copies of the running forwards (their ends are rescaled)."""
+    def clone(self, n: int) -> EventEngine:
+        """`EventEngine.clone`, with copies of the running forwards (their ends are rescaled)."""
         new = super().clone(n)
         copies = {id(t): copy.copy(t) for t in self.tasks}
         new.tasks = [copies[id(t)] for t in self.tasks]
@@ -402,20 +405,20 @@ class _SharedEngine(_Engine):
 
 
 class _BatchedEngine(_SharedEngine):
-    """`_Engine` with the target servers as the rows of one batched forward (`Contention`
-    with ``batch``): the rules are `_Engine`'s, only the device changes. A task started on a
+    """`EventEngine` with the target servers as the rows of one batched forward (`Contention`
+    with ``batch``): the rules are `EventEngine`'s, only the device changes. A task started on a
     server waits (``end`` None, in ``waiting``) until the device is free; then one forward takes
     every waiting task, costs ``batch_cost(b)`` times the longest of their solo costs, and ends
     them all at once. The drafter runs beside at ``drafter_slowdown(1)`` while a forward runs
     (processor sharing, as in `_SharedEngine`)."""
 
-    waiting: list[_Task]
+    waiting: list[EventTask]
 
-    def place(self, task: _Task, cost: int | float) -> None:
+    def place(self, task: EventTask, cost: int | float) -> None:
         task.work = cost
         self.waiting.append(task)        # started by `reschedule` when the device is free
 
-    def preempt(self, task: _Task) -> None:
+    def preempt(self, task: EventTask) -> None:
         if task.end is None and any(task is t for t in self.waiting):
             self.waiting.remove(task)    # on a server, waiting for the device: never runs
             self.busy[task.server] = None
@@ -437,7 +440,7 @@ class _BatchedEngine(_SharedEngine):
             work = (d.end - self.now) / (d.slow or 1.0)    # solo work still to do
             d.end, d.slow = self.now + work * slow, slow
 
-    def clone(self, n: int) -> _Engine:
+    def clone(self, n: int) -> EventEngine:
         """`_SharedEngine.clone`, with the waiting tasks mapped to their copies."""
         new = super().clone(n)
         assert isinstance(new, _BatchedEngine)
@@ -446,16 +449,16 @@ class _BatchedEngine(_SharedEngine):
         return new
 
 
-def _engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int], bool],
-            stop: bool) -> _Engine:
+def make_engine(p: SimParams, n: int, fresh: bool, used: int, decide: Callable[[int], bool],
+            stop: bool) -> EventEngine:
     assert p.sp_degree is not None
-    engine: _Engine
+    engine: EventEngine
     if p.contention is None:
-        engine = _Engine(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh,
-                         used, decide, stop)
+        engine = EventEngine(n, p.lookahead, p.sp_degree, EventCosts.of(p), p.queue == "lifo",
+                             fresh, used, decide, stop)
     else:
         kind = _SharedEngine if p.contention.batch is None else _BatchedEngine
-        shared = kind(n, p.lookahead, p.sp_degree, _Costs.of(p), p.queue == "lifo", fresh, used,
+        shared = kind(n, p.lookahead, p.sp_degree, EventCosts.of(p), p.queue == "lifo", fresh, used,
                       decide, stop)
         shared.contention = p.contention
         if isinstance(shared, _BatchedEngine):

@@ -6,8 +6,8 @@ after it is only ``(R, u)`` = (tokens left, verification servers already used �
 for a server's first forward, TTFT). Between restarts the run is deterministic until the first
 rejection; the *spine* from ``(R, u)`` is that run with every draft accepted, up to the first
 bonus (`Spine`). `spine` runs one; `spines` gives every budget from one held run; for
-`_fast_eligible` configurations `_spine_family` gives them from one run, as rows sharing a prefix;
-`_SpineTable` serves them by restart state to the expectation and the simulation of
+`fast_eligible` configurations `spine_family` gives them from one run, as rows sharing a prefix;
+`SpineTable` serves them by restart state to the expectation and the simulation of
 `dsi_ref.sim.event`.
 """
 
@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .event_engine import Commit, Kind, _Costs, _Engine, _engine, _Task
+from .event_engine import Commit, EventCosts, EventEngine, EventTask, Kind, make_engine
 from .params import SimParams
 
+#: Public: the spines. `SpineFamily`, `SpineTable`, `spine_family`, `fast_eligible` and
+#: `unit_mode` are shared with `dsi_ref.sim.event` only (the simulator's internals).
 __all__ = ["Spine", "spine", "spines"]
 
 
@@ -41,7 +43,7 @@ class Spine:
     exact: bool
 
     @classmethod
-    def of(cls, raw: list[tuple[int | float, int, Kind, int]], costs: _Costs,
+    def of(cls, raw: list[tuple[int | float, int, Kind, int]], costs: EventCosts,
            exact: bool) -> Spine:
         return cls(np.array([r[0] for r in raw]), np.array([r[3] for r in raw], dtype=np.int64),
                    not raw or raw[-1][2] != "bonus", costs.scale, exact)
@@ -72,7 +74,7 @@ def spine(p: SimParams, tokens_left: int, *, fresh: bool = False, used: int = 0)
     >>> [(c.time, c.kind) for c in path.commits]
     [(Fraction(1, 1), 'accepted'), (Fraction(3, 2), 'accepted')]
     """
-    engine = _engine(p, tokens_left, fresh, used, lambda _: True, True)
+    engine = make_engine(p, tokens_left, fresh, used, lambda _: True, True)
     engine.start()
     return Spine.of(engine.finish(), engine.costs, p.exact)
 
@@ -85,7 +87,7 @@ def spines(p: SimParams, max_left: int, *, used: int = 0) -> list[Spine]:
     read only when position ``R − 1`` is drafted), so a copy of that state continued with budget
     ``R`` is the spine for ``R``. Cost: one run plus the tails after each copy.
     """
-    base = _engine(p, max_left + 1, False, used, lambda _: True, True)
+    base = make_engine(p, max_left + 1, False, used, lambda _: True, True)
     base.start()
     out: list[Spine] = []
     for left in range(1, max_left + 1):
@@ -96,20 +98,20 @@ def spines(p: SimParams, max_left: int, *, used: int = 0) -> list[Spine]:
     return out
 
 
-def _unit_mode(p: SimParams) -> bool:
+def unit_mode(p: SimParams) -> bool:
     """No prefill: the restart state does not depend on the servers used (or on freshness)."""
     return p.target_first is None and p.drafter_first is None
 
 
-def _fast_eligible(p: SimParams) -> bool:
-    """The configurations whose spines `_spine_family` builds from one run (below): no prefill,
+def fast_eligible(p: SimParams) -> bool:
+    """The configurations whose spines `spine_family` builds from one run (below): no prefill,
     independent servers, FIFO, ``SP >= 2`` (server 0 reserved for the frontier task)."""
-    return (_unit_mode(p) and p.contention is None and p.queue != "lifo"
+    return (unit_mode(p) and p.contention is None and p.queue != "lifo"
             and p.sp_degree is not None and p.sp_degree >= 2)
 
 
-class _RecordingEngine(_Engine):
-    """`_Engine` that records, per window (by its first position), when its verification task
+class _RecordingEngine(EventEngine):
+    """`EventEngine` that records, per window (by its first position), when its verification task
     was submitted and when it started."""
 
     submitted: dict[int, int | float]
@@ -120,20 +122,20 @@ class _RecordingEngine(_Engine):
             self.submitted.setdefault(first, self.now)
         super().submit(first, last, frontier)
 
-    def run_on(self, queued: _Task, server: int) -> None:
+    def run_on(self, queued: EventTask, server: int) -> None:
         if not queued.frontier:
             self.started.setdefault(queued.first, self.now)
         super().run_on(queued, server)
 
 
-def _lite_clone(engine: _Engine, n: int) -> _Engine:
-    """A plain `_Engine` copy of ``engine``'s state with budget ``n`` and no commits yet (its
+def _lite_clone(engine: EventEngine, n: int) -> EventEngine:
+    """A plain `EventEngine` copy of ``engine``'s state with budget ``n`` and no commits yet (its
     commits are the ones after the copy)."""
-    return engine.copy_as(_Engine, n, [])
+    return engine.copy_as(EventEngine, n, [])
 
 
 @dataclass(frozen=True, eq=False)
-class _SpineFamily:
+class SpineFamily:
     """The spines from a restart for every budget ``R = 1 … max_left``, as rows that share a
     prefix with one *base* spine: spine ``R`` commits position ``i`` at
     ``base[i]`` for ``i < prefix[R − 1]`` and at ``tails[R − 1][i − prefix[R − 1]]`` after.
@@ -159,9 +161,9 @@ class _SpineFamily:
                      self.scale, self.exact)
 
 
-def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
+def spine_family(p: SimParams, max_left: int) -> SpineFamily:
     """The spines of `spines` (equal to them, tick for tick: tests/test_sim_acceptance_law.py),
-    from one run instead of one run per budget, for `_fast_eligible` configurations.
+    from one run instead of one run per budget, for `fast_eligible` configurations.
 
     As in `spines`, one run with budget ``max_left + 1`` (the *base*) is held at the instant
     the drafter completes position ``R − 1``; budget ``R`` changes the run only from there: its
@@ -185,15 +187,15 @@ def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
     differ from the base's. A base that stops first (a bonus) gives its commits to every
     larger budget, as in `spines`.
     """
-    assert p.sp_degree is not None and _fast_eligible(p)
-    costs = _Costs.of(p)
+    assert p.sp_degree is not None and fast_eligible(p)
+    costs = EventCosts.of(p)
     k = p.lookahead
     base = _RecordingEngine(max_left + 1, k, p.sp_degree, costs, False, False, 0,
                             lambda _: True, True)
     base.submitted, base.started = {}, {}
     base.window_decisions = windowed = p.decisions == "window"
     base.start()
-    held: dict[int, tuple[_Engine, int, int, bool]] = {}   # R -> (copy, commits, w, boundary)
+    held: dict[int, tuple[EventEngine, int, int, bool]] = {}   # R -> (copy, commits, w, boundary)
     whole_from = max_left + 1         # budgets from here on get the stopped base's commits
     for left in range(1, max_left + 1):
         while not (base.stopped or base.done) and base.step(hold_draft=left - 1):
@@ -237,19 +239,19 @@ def _spine_family(p: SimParams, max_left: int) -> _SpineFamily:
         tails.append(own_ticks[same - offset:])
         last_kind = own[-1][2] if own else (raw[offset - 1][2] if offset else "accepted")
         complete.append(last_kind != "bonus")
-    return _SpineFamily(ticks, prefix, tails, complete, costs.scale, p.exact)
+    return SpineFamily(ticks, prefix, tails, complete, costs.scale, p.exact)
 
 
-class _SpineTable:
+class SpineTable:
     """Spines of one configuration by restart state, computed a family at a time
-    (``reference``: always by `spines`, never by `_spine_family`)."""
+    (``reference``: always by `spines`, never by `spine_family`)."""
 
     def __init__(self, p: SimParams, *, reference: bool = False) -> None:
-        self.p, self.unit = p, _unit_mode(p)
+        self.p, self.unit = p, unit_mode(p)
         self.families: dict[int, list[Spine]] = {}
         self.start: Spine | None = None
-        self.fast = None if reference or not _fast_eligible(p) else \
-            _spine_family(p, p.n_tokens)
+        self.fast = None if reference or not fast_eligible(p) else \
+            spine_family(p, p.n_tokens)
         self.built: dict[int, Spine] = {}
 
     def get(self, left: int, used: int, fresh: bool) -> Spine:
