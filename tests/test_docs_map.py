@@ -1,5 +1,5 @@
 """The maps of the code in the docs are complete: every name of ``dsi_ref.__all__`` is in the
-public-API table of docs/design.md (and the table names nothing else), and every package of
+public-API table of docs/design.md, and every package of
 dsi_ref is in the README's package map and in design.md's folder table."""
 
 from __future__ import annotations
@@ -21,15 +21,10 @@ def _public_api_table() -> str:
     return "\n".join(line for line in table.splitlines() if line.startswith("| "))
 
 
-def test_every_public_name_is_in_designs_api_table_and_nothing_else() -> None:
-    table = _public_api_table()
-    named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", table))
+def test_every_public_name_is_in_designs_api_table() -> None:
+    named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", _public_api_table()))
     missing = sorted(set(dsi_ref.__all__) - named)
     assert not missing, f"docs/design.md's public-API table lacks {missing}"
-    # a name in the table that is not public is a stale entry (attributes such as
-    # `LosslessReport`'s are written `Report.attr`, which the pattern above does not match)
-    stale = sorted(n for n in named if n not in dsi_ref.__all__ and not hasattr(dsi_ref, n))
-    assert not stale, f"docs/design.md's public-API table names {stale}, not in dsi_ref"
 
 
 def _packages() -> list[str]:
