@@ -25,7 +25,7 @@ overhead shows against known forward costs; they are `dsi_ref.sim.batched.H100_L
 H100, llama-7b/68M, issue 25). DSI/SI is printed with the rounds model's prediction
 (`dsi_ref.sim.batched.predict`) for the synthetic costs, or, with real forwards, for this
 device's costs measured first
-(`dsi_ref.backends.measure.measure_batched_costs`).
+(`dsi_ref.backends.engine.measure.measure_batched_costs`).
 
     .venv/bin/python benchmarks/batched_loop_profile.py --sleep --runs 3
     .venv/bin/python benchmarks/batched_loop_profile.py --sp-degree 2,4 --lookahead 5
@@ -46,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 import dsi_ref as dr
-from dsi_ref.backends import engine as engine_module
 from dsi_ref.backends.engine import Engine
-from dsi_ref.backends.measure import measure_batched_costs
-from dsi_ref.backends.torch_model import build_pair
+from dsi_ref.backends.engine import engine as engine_module
+from dsi_ref.backends.engine.measure import measure_batched_costs
+from dsi_ref.backends.torch.model import build_pair
 from dsi_ref.sim.batched import H100_LLAMA7B, BatchedCosts, predict
 
 
@@ -140,8 +140,8 @@ def _patch_run(rec: list[Recorder]) -> Callable[[], None]:
         return out
 
     cls.run_on, cls.finish_rows, cls.run = on, finish, timed_run  # type: ignore[method-assign]
-    try:   # the redesigned loop runs its own `run` (dsi_ref/backends/engine_batched.py)
-        from dsi_ref.backends import engine_batched
+    try:   # the redesigned loop runs its own `run` (dsi_ref/backends/engine/batched.py)
+        from dsi_ref.backends.engine import batched as engine_batched
     except ImportError:
         return restore
     batched_run = engine_batched._BatchedDSI.run

@@ -10,7 +10,7 @@ returns precomputed float64 rows without any forward or copy (a bank of rows per
 after a prefix depends only on its length, and a session hands out views; the drafter's rows are
 a perturbation of the target's, so that Σ min(p, q) ≈ 0.6). Everything else is what a real run
 pays on the host per token: sampling a draft from a V-entry row (the same arithmetic as
-`dsi_ref.Sampler`, see `dsi_ref.backends.vectorised`), the verification decision and the
+`dsi_ref.Sampler`, see `dsi_ref.backends.engine.vectorised`), the verification decision and the
 residual, the committer's bookkeeping and, for DSI, the server threads and queues. On a GPU
 these costs add to the forwards that the simulator models; the wall time per token here is their
 size on this machine's CPU. DSI's row is not comparable per token: with instant forwards its
@@ -25,10 +25,10 @@ drafter's rows and deciding, nothing else), on the same instant rows, for the wi
 `dsi_ref.TREE_VERIFY_RULES` on a static tree of widths ``--tree`` (default ``4,2,1,1``: four
 children of the root, two for each of them, then chains: 28 drafted nodes, EAGLE-like); each node
 reads its own bank row (no cache sees a row twice in a row). Each rule runs twice: the engine's
-numpy version (`dsi_ref.backends.vectorised.vectorised_rule`,
-`dsi_ref.backends.vectorised_tree.vectorised_tree_rule`) on float64 rows, and the reference rule
-on the same rows as tuples of Python floats (fewer tokens, ``--reference-tokens``: it is slow at
-V = 32 000); same seeds, so the tokens must agree (printed), and the ratio is the speed-up.
+numpy version (`dsi_ref.backends.engine.vectorised.vectorised_rule`,
+`dsi_ref.backends.engine.vectorised_tree.vectorised_tree_rule`) on float64 rows, and the reference
+rule on the same rows as tuples of Python floats (fewer tokens, ``--reference-tokens``: it is slow
+at V = 32 000); same seeds, so the tokens must agree (printed), and the ratio is the speed-up.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ import torch
 
 import dsi_ref as dr
 from dsi_ref.backends.engine import Engine
-from dsi_ref.backends.vectorised import vectorised_rule
-from dsi_ref.backends.vectorised_tree import vectorised_tree_rule
+from dsi_ref.backends.engine.vectorised import vectorised_rule
+from dsi_ref.backends.engine.vectorised_tree import vectorised_tree_rule
 from dsi_ref.decoders.tree import TreeNode, TreeRule, as_tree_rule
 from dsi_ref.decoders.verification import Rule, as_rule, decide_window
 

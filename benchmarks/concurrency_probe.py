@@ -1,11 +1,12 @@
 """How much do concurrent target forwards overlap on one device? (explains DSI's gap on one GPU)
 
-A thin front end to `dsi_ref.backends.measure.measure_concurrency`: ``n`` threads, each with its
-own session (KV cache, CUDA stream and graphs), run ``--forwards`` target forwards of query length
-``--length`` at once, for n = 1 .. ``--sp-degree`` (DSI's SP: its servers all busy); it prints
-the wall time per forward, the effective parallelism ``n · t(1) / t(n)`` (1 = the forwards
-serialise, n = perfect overlap), the drafter's forward time beside ``n`` busy targets, and the
-slowdowns `dsi_ref.Contention` takes (what ``dsi-ref bench`` feeds the shared-device prediction).
+A thin front end to `dsi_ref.backends.engine.measure.measure_concurrency`: ``n`` threads, each
+with its own session (KV cache, CUDA stream and graphs), run ``--forwards`` target forwards of
+query length ``--length`` at once, for n = 1 .. ``--sp-degree`` (DSI's SP: its servers all
+busy); it prints the wall time per forward, the effective parallelism ``n · t(1) / t(n)`` (1 =
+the forwards serialise, n = perfect overlap), the drafter's forward time beside ``n`` busy
+targets, and the slowdowns `dsi_ref.Contention` takes (what ``dsi-ref bench`` feeds the
+shared-device prediction).
 Usage: ``python benchmarks/concurrency_probe.py --model llama-1b``.
 """
 
@@ -15,8 +16,8 @@ import argparse
 
 import torch
 
-from dsi_ref.backends.measure import measure_concurrency, random_prompts
-from dsi_ref.backends.torch_model import TorchLM
+from dsi_ref.backends.engine.measure import measure_concurrency, random_prompts
+from dsi_ref.backends.torch.model import TorchLM
 
 
 def main() -> None:

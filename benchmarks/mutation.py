@@ -80,10 +80,10 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "claims_instances": ("dsi_ref/claims/instances.py", ("tests/test_claims.py",)),
     "claims_registry": ("dsi_ref/claims/registry.py", ("tests/test_claims.py",)),
     "claims_render": ("dsi_ref/claims/render.py", ("tests/test_claims.py",)),
-    "vectorised": ("dsi_ref/backends/vectorised.py", ("tests/test_backend_vectorised.py",)),
-    "vectorised_tree": ("dsi_ref/backends/vectorised_tree.py",
+    "vectorised": ("dsi_ref/backends/engine/vectorised.py", ("tests/test_backend_vectorised.py",)),
+    "vectorised_tree": ("dsi_ref/backends/engine/vectorised_tree.py",
                         ("tests/test_vectorised_tree.py",)),
-    "engine_tree": ("dsi_ref/backends/engine_tree.py", ("tests/test_engine_tree.py",)),
+    "engine_tree": ("dsi_ref/backends/engine/tree.py", ("tests/test_engine_tree.py",)),
 }
 #: Arguments of every pytest run inside mutmut: one process (pyproject's addopts spread the run
 #: over xdist workers), stop at the first failure, no cache written.

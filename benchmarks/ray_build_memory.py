@@ -51,9 +51,9 @@ from typing import Any
 
 import ray
 
-from dsi_ref.backends.model_spec import ModelSpec
 from dsi_ref.backends.ray import RayEngine, connect
-from dsi_ref.backends.torch_model import PRESETS, TorchLM
+from dsi_ref.backends.torch.model import PRESETS, TorchLM
+from dsi_ref.backends.torch.spec import ModelSpec
 
 
 def _status_kb(field: str, pid: int | str = "self") -> int:

@@ -43,7 +43,7 @@ import ray
 import ray.exceptions
 
 from dsi_ref.backends.ray import connect
-from dsi_ref.backends.torch_model import build_pair
+from dsi_ref.backends.torch.model import build_pair
 
 
 @ray.remote
@@ -116,7 +116,7 @@ def measure(repeats: int, vocab: int = 32000) -> dict[str, Any]:
         "cancel_queued_us": _cancel_us(probe, max(10, repeats // 10), running=False),
     }
     ray.kill(probe)
-    from dsi_ref.backends.ray import _RemoteServer
+    from dsi_ref.backends.ray.pool import _RemoteServer
 
     target, _ = build_pair()        # the actor builds it from its spec, as RayEngine's do
     server: Any = _RemoteServer.options(**options).remote(target.spec(), "cpu", 1, None, 1)

@@ -50,9 +50,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="module")
 def pair() -> Any:
-    """The tiny torch (target, drafter) pair of `dsi_ref.backends.torch_model.build_pair`, built
+    """The tiny torch (target, drafter) pair of `dsi_ref.backends.torch.model.build_pair`, built
     once per test module (a module may define its own, e.g. with an EOS)."""
-    from dsi_ref.backends.torch_model import build_pair
+    from dsi_ref.backends.torch.model import build_pair
 
     return build_pair()
 

@@ -1,4 +1,4 @@
-"""The torch / Hugging Face adapters (`dsi_ref.backends.hf_adapter`) and the dtype study.
+"""The torch / Hugging Face adapters (`dsi_ref.backends.hf.adapter`) and the dtype study.
 
 * toy `LanguageModel` -> HF causal LM: logits are the toy log-probabilities, with and without the
   KV cache (which holds the prefix), and the BOS id is never emitted;
@@ -20,8 +20,8 @@ transformers = pytest.importorskip("transformers")
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.audit.suite import default_suite  # noqa: E402
-from dsi_ref.backends.hf_adapter import HFLanguageModel, Processing, to_hf  # noqa: E402
-from dsi_ref.backends.hf_assisted import dtype_study, wrap  # noqa: E402
+from dsi_ref.backends.hf.adapter import HFLanguageModel, Processing, to_hf  # noqa: E402
+from dsi_ref.backends.hf.assisted import dtype_study, wrap  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -1,4 +1,4 @@
-"""The batched DSI loop (`dsi_ref.backends.engine_batched`): what one forward carries, and the
+"""The batched DSI loop (`dsi_ref.backends.engine.batched`): what one forward carries, and the
 reference's decisions and tokens.
 
 The loop is driven on a fake session whose forwards block until the test releases them, so what
@@ -25,9 +25,9 @@ torch = pytest.importorskip("torch")
 from test_backend_exec_equivalence import _replay  # noqa: E402  (tests/ is on sys.path)
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.engine import Engine, _Job  # noqa: E402
-from dsi_ref.backends.engine_batched import _BatchedServer  # noqa: E402
-from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.engine.batched import _BatchedServer  # noqa: E402
+from dsi_ref.backends.engine.engine import Engine, _Job  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
 from dsi_ref.decoders.dsi import Task  # noqa: E402
 
@@ -186,8 +186,8 @@ def test_the_profile_splits_a_run_by_hand() -> None:
 
 @pytest.mark.slow
 def test_the_profile_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from dsi_ref.backends.engine import _WallClockDSI
-    from dsi_ref.backends.engine_batched import _BatchedDSI
+    from dsi_ref.backends.engine.batched import _BatchedDSI
+    from dsi_ref.backends.engine.engine import _WallClockDSI
 
     seams = (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run)
     profile = _profile_script()

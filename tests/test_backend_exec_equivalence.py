@@ -31,7 +31,7 @@ from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ 
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
-from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
 from dsi_ref.decoders.verification import as_rule, decide_window  # noqa: E402

@@ -1,4 +1,4 @@
-"""Models built from a spec where they run (`dsi_ref.backends.model_spec`, issue 26 item 1).
+"""Models built from a spec where they run (`dsi_ref.backends.torch.spec`, issue 26 item 1).
 
 Default run (no Ray, about 2 s): a `ModelSpec` builds the same weights (float64 rows equal:
 the same code on the same weights), weights memory-mapped from a `save_weights` file are the
@@ -27,8 +27,8 @@ torch = pytest.importorskip("torch")
 from test_backend_exec_equivalence import PROMPT, N  # noqa: E402
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.model_spec import LazyLM, ModelSpec  # noqa: E402
-from dsi_ref.backends.torch_model import ModelConfig, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch.model import ModelConfig, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch.spec import LazyLM, ModelSpec  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -135,7 +135,7 @@ def _checkpoint(path: Path) -> Path:
 
 @pytest.mark.slow   # transformers' import and a save: a few seconds
 def test_a_checkpoint_spec_loads_the_same_checkpoint(tmp_path: Path) -> None:
-    from dsi_ref.backends.checkpoint import CheckpointLM
+    from dsi_ref.backends.torch.checkpoint import CheckpointLM
 
     path = _checkpoint(tmp_path / "target")
     lm = CheckpointLM(path)
@@ -206,8 +206,8 @@ def test_actors_built_from_the_spec_give_the_drivers_rows(ray_local: None) -> No
 
 @pytest.mark.slow
 def test_actors_load_a_checkpoint_from_its_path(ray_local: None, tmp_path: Path) -> None:
-    from dsi_ref.backends.checkpoint import CheckpointLM
     from dsi_ref.backends.ray import RayEngine
+    from dsi_ref.backends.torch.checkpoint import CheckpointLM
 
     lm = CheckpointLM(_checkpoint(tmp_path / "target"))
     with RayEngine(lm, lm) as engine:                       # the drafter: the target itself

@@ -1,4 +1,4 @@
-"""Joining a Ray cluster (`dsi_ref.backends.ray_connect`): every failure names its cause.
+"""Joining a Ray cluster (`dsi_ref.backends.ray.connect`): every failure names its cause.
 
 Default run (no Ray started but in the last test; well under a second besides): the causes found
 by the probe, each reproduced for real on this machine (a closed port: refused; a listener that
@@ -29,7 +29,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from dsi_ref.backends.ray_connect import classify, connect, same_address
+from dsi_ref.backends.ray.connect import classify, connect, same_address
 from dsi_ref.base.errors import BackendError, RayConnectionError
 
 
@@ -139,7 +139,7 @@ def test_classify_reads_the_cause_out_of_rays_own_text(error: BaseException,
 
 
 def test_a_version_mismatch_names_both_versions() -> None:
-    from dsi_ref.backends.ray_connect import _fail, _summary
+    from dsi_ref.backends.ray.connect import _fail, _summary
     error = _fail("version", "h:1", _summary(_VERSION, "version"))
     assert error.cause == "version"
     assert "Ray 2.59.0 on Python 3.11.9" in str(error) and "Ray 2.60.0" in str(error)
@@ -149,7 +149,7 @@ def test_a_version_mismatch_names_both_versions() -> None:
 _CONNECT = r'''
 import json, sys, time
 import ray
-from dsi_ref.backends.ray_connect import connect
+from dsi_ref.backends.ray.connect import connect
 from dsi_ref.base.errors import RayConnectionError
 
 address, how = sys.argv[1] or None, sys.argv[2]

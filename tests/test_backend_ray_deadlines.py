@@ -32,7 +32,7 @@ from dsi_ref.backends.ray import (  # noqa: E402
     ServerTimeoutError,
     UnschedulableError,
 )
-from dsi_ref.backends.torch_model import TorchLM  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 

@@ -38,7 +38,7 @@ import json, os, signal, sys, time
 import ray
 import dsi_ref, dsi_ref as dr
 from dsi_ref.backends.ray import RayEngine
-from dsi_ref.backends.torch_model import build_pair
+from dsi_ref.backends.torch.model import build_pair
 from dsi_ref.base.errors import BackendError
 from ray_cluster import session
 from test_backend_exec_equivalence import PROMPT, N, _replay

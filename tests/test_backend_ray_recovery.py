@@ -33,7 +33,7 @@ from dsi_ref.backends.ray import (  # noqa: E402
     ServerLostError,
     UnschedulableError,
 )
-from dsi_ref.backends.torch_model import TorchLM  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 

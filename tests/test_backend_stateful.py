@@ -1,12 +1,12 @@
 """The torch engine with stateful processors (issue #15, item 2): penalties and a grammar.
 
-`dsi_ref.backends.processed.processed_backend` wraps each `TorchLM`; its sessions process the rows
-of every cached forward with an incremental state per session (advanced on drafts, rolled back on
-rejection; one per DSI target server). Where the committed tokens are a deterministic function of
-the rows (greedy, and exact match whose ``y ~ p`` is keyed on the position), the engine's SI and
-DSI commit the reference's tokens: non-SI on the *recomputed* processed target through
-``LanguageModel.probs``. Rows agree to ~1e-16 (cached against fresh forwards), so the equalities
-are exact in practice (see tests/test_backend_exec_equivalence.py).
+`dsi_ref.backends.torch.processed.processed_backend` wraps each `TorchLM`; its sessions process the
+rows of every cached forward with an incremental state per session (advanced on drafts, rolled
+back on rejection; one per DSI target server). Where the committed tokens are a deterministic
+function of the rows (greedy, and exact match whose ``y ~ p`` is keyed on the position), the
+engine's SI and DSI commit the reference's tokens: non-SI on the *recomputed* processed target
+through ``LanguageModel.probs``. Rows agree to ~1e-16 (cached against fresh forwards), so the
+equalities are exact in practice (see tests/test_backend_exec_equivalence.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ torch = pytest.importorskip("torch")
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
-from dsi_ref.backends.processed import ProcessedBackendLM, processed_backend  # noqa: E402
-from dsi_ref.backends.torch_model import TorchLM  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM  # noqa: E402
+from dsi_ref.backends.torch.processed import ProcessedBackendLM, processed_backend  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.stateful import (  # noqa: E402
     GrammarConstraint,

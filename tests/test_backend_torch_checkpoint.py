@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.checkpoint import CheckpointLM  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
+from dsi_ref.backends.torch.checkpoint import CheckpointLM  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 

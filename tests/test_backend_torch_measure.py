@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.measure import (  # noqa: E402
+from dsi_ref.backends.engine.measure import (  # noqa: E402
     greedy_acceptance,
     measure_concurrency,
     measure_latency,
@@ -21,7 +21,7 @@ from dsi_ref.backends.measure import (  # noqa: E402
     random_prompts,
     sampling_acceptance,
 )
-from dsi_ref.backends.torch_model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 from dsi_ref.sim.paper_table import read_rows  # noqa: E402

@@ -17,14 +17,14 @@ torch = pytest.importorskip("torch")
 from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ is on sys.path)
 
 from dsi_ref import Sampler  # noqa: E402
-from dsi_ref.backends.engine import vectorised_rule  # noqa: E402
-from dsi_ref.backends.torch_model import (  # noqa: E402
+from dsi_ref.backends.engine.vectorised import vectorised_rule  # noqa: E402
+from dsi_ref.backends.torch.model import (  # noqa: E402
     PRESETS,
     ModelConfig,
     TorchLM,
     build_pair,
 )
-from dsi_ref.backends.torch_session import BatchedSession  # noqa: E402
+from dsi_ref.backends.torch.session import BatchedSession  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.models import validate_probs  # noqa: E402
 from dsi_ref.decoders.verification import VERIFY_RULES, as_rule  # noqa: E402

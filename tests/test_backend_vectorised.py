@@ -1,4 +1,5 @@
-"""The certified search of `dsi_ref.backends.vectorised.categorical` returns `Sampler`'s index.
+"""The certified search of `dsi_ref.backends.engine.vectorised.categorical` returns `Sampler`'s
+index.
 
 `categorical` must equal `sequential_index` (the first sequential prefix sum above ``u · total``,
 which is what `Sampler.categorical` computes) for every row and every ``u``: on random rows of
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from dsi_ref import Sampler
-from dsi_ref.backends.vectorised import (  # numpy only: runs without torch too
+from dsi_ref.backends.engine.vectorised import (  # numpy only: runs without torch too
     BLOCK,
     _certified_index,
     categorical,
@@ -145,7 +146,7 @@ def _window(rule: object, target: np.ndarray, drafter: np.ndarray, seed: int,
             context: tuple[int, ...], m: int, rng: Sampler | None = None) -> list[object]:
     """Draft ``m`` tokens with ``rule`` and decide the window: the reference on tuples of
     Python floats, the vectorised rule on the numpy rows."""
-    from dsi_ref.backends.vectorised import vectorised_rule
+    from dsi_ref.backends.engine.vectorised import vectorised_rule
     from dsi_ref.decoders.verification import BlockVerification, decide_window
 
     reference = isinstance(rule, BlockVerification) and type(rule) is BlockVerification
@@ -162,7 +163,7 @@ def _window(rule: object, target: np.ndarray, drafter: np.ndarray, seed: int,
 # accepted, a lone draft) fails to occur in 600 random windows with probability far below 1e-30
 @pytest.mark.montecarlo(alpha=1e-30)
 def test_block_verification_on_numpy_rows_decides_like_the_reference() -> None:
-    from dsi_ref.backends.vectorised import _VectorisedBlock, vectorised_rule
+    from dsi_ref.backends.engine.vectorised import _VectorisedBlock, vectorised_rule
     from dsi_ref.decoders.verification import BlockVerification
 
     reference, fast = BlockVerification(), vectorised_rule("block")
@@ -184,7 +185,7 @@ def test_block_verification_on_numpy_rows_decides_like_the_reference() -> None:
 
 
 def test_block_verification_at_the_engines_vocabulary() -> None:
-    from dsi_ref.backends.vectorised import vectorised_rule
+    from dsi_ref.backends.engine.vectorised import vectorised_rule
     from dsi_ref.decoders.verification import BlockVerification
 
     gen = np.random.default_rng(5)
@@ -197,7 +198,7 @@ def test_block_verification_at_the_engines_vocabulary() -> None:
 @pytest.mark.montecarlo(alpha=0, reason="u is placed on the reference's h (and one ulp around "
                         "it), so the pairwise sum cannot certify the coin: no draw can fail")
 def test_block_coins_at_the_boundary_follow_the_sequential_sum() -> None:
-    from dsi_ref.backends.vectorised import (
+    from dsi_ref.backends.engine.vectorised import (
         _rounding_bound,
         _stop_coin,
         sequential_sum,
@@ -228,9 +229,9 @@ def test_block_coins_at_the_boundary_follow_the_sequential_sum() -> None:
 def test_the_engine_runs_block_verification_vectorised() -> None:
     pytest.importorskip("torch")
     import dsi_ref as dr
-    from dsi_ref.backends.engine import Engine, _WallClockDSI, _WallClockSI
-    from dsi_ref.backends.torch_model import build_pair
-    from dsi_ref.backends.vectorised import _VectorisedBlock, vectorised_rule
+    from dsi_ref.backends.engine.engine import Engine, _WallClockDSI, _WallClockSI
+    from dsi_ref.backends.engine.vectorised import _VectorisedBlock, vectorised_rule
+    from dsi_ref.backends.torch.model import build_pair
     from dsi_ref.decoders.dsi import DSIConfig
     from dsi_ref.decoders.speculative import SpeculativeConfig
     from dsi_ref.decoders.verification import BlockVerification

@@ -7,7 +7,7 @@ law of the zoo's ``residual-from-p`` mutant on the same models — and required 
 negative control checks that the same audit, on samples of that mutant, rejects. The sample is
 twice the smallest that reaches that power (`required_samples`: 464 here; the stated miss at
 twice that, the G test's exact miss or a proven bound on it, is below 1e-15), as for the zoo's
-negative controls in ``dsi_ref.backends.hf_assisted``.
+negative controls in ``dsi_ref.backends.hf.assisted``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The cross-vocabulary mutants through the statistical harness (issue #15, item 5): each is
 flagged by `statistical_audit` at its stated power, over output strings, as the zoo's
-same-vocabulary mutants are by `dsi_ref.backends.hf_assisted.negative_controls`; and the three
+same-vocabulary mutants are by `dsi_ref.backends.hf.assisted.negative_controls`; and the three
 correct algorithms pass at the same power against the mutants' laws.
 
 The power is stated against each mutant's exact law of strings (`Alternative.of_law`) and must

@@ -80,7 +80,7 @@ def test_the_page_is_the_composition_of_the_stored_sections() -> None:
 
 
 def test_the_installed_section_covers_every_sampled_cell_and_every_generator() -> None:
-    from dsi_ref.backends.hf_generators import CELLS, GENERATORS, NOT_DRIVEN
+    from dsi_ref.backends.hf.generators import CELLS, GENERATORS, NOT_DRIVEN
 
     text = _installed_section()
     assert f"transformers {GEN.VERSION}, torch " in text

@@ -31,8 +31,8 @@ from dsi_ref.audit.statistical import (  # noqa: E402
 )
 from dsi_ref.audit.suite import default_suite  # noqa: E402
 from dsi_ref.audit.zoo import MUTANTS  # noqa: E402
-from dsi_ref.backends.hf_adapter import AssistedSampler, HFLanguageModel, Processing  # noqa: E402
-from dsi_ref.backends.hf_assisted import (  # noqa: E402
+from dsi_ref.backends.hf.adapter import AssistedSampler, HFLanguageModel, Processing  # noqa: E402
+from dsi_ref.backends.hf.assisted import (  # noqa: E402
     HFAuditConfig,
     _controlled,
     audit_hf_assisted,

@@ -1,4 +1,4 @@
-"""dsi_ref.backends.hf_compat: the KV cache's name in the installed transformers release.
+"""dsi_ref.backends.hf.compat: the KV cache's name in the installed transformers release.
 
 Run on both sides of the rename: the default run uses the locked release (5.24: ``cache``) and
 ``python3 run.py test --oldest`` the floor in pyproject (5.23: ``past_key_values``).
@@ -18,8 +18,8 @@ transformers = pytest.importorskip("transformers")
 from packaging.version import Version  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
-from dsi_ref.backends.hf_adapter import AssistedSampler, to_hf  # noqa: E402
-from dsi_ref.backends.hf_compat import (  # noqa: E402
+from dsi_ref.backends.hf.adapter import AssistedSampler, to_hf  # noqa: E402
+from dsi_ref.backends.hf.compat import (  # noqa: E402
     CACHE_NAME,
     cache_argument,
     causal_lm_output,

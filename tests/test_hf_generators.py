@@ -1,4 +1,4 @@
-"""The audit matrix over Hugging Face's candidate generators (``dsi_ref.backends.hf_generators``).
+"""The audit matrix over Hugging Face's candidate generators (``dsi_ref.backends.hf.generators``).
 
 Fast (default run): every greedy cell (a point mass: 21 draws give power 0.99 against every law
 at TV >= 0.2), the matrix's shape (every one of the eight generators has cells or a stated
@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from dsi_ref.audit.statistical import POLICY_ALPHA, POLICY_MISS  # noqa: E402
-from dsi_ref.backends.hf_generators import (  # noqa: E402
+from dsi_ref.backends.hf.generators import (  # noqa: E402
     CELLS,
     FAST_CELLS,
     GENERATORS,
@@ -127,7 +127,7 @@ def test_the_engines_section_is_opt_in_and_named() -> None:
 @pytest.mark.statistical(alpha=POLICY_ALPHA)  # one greedy cell's "lossless"
 def test_audit_section_engines_quick_runs_greedy_cells_and_the_white_box(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import dsi_ref.backends.hf_generators as gen
+    import dsi_ref.backends.hf.generators as gen
     from dsi_ref import cli
 
     usd = [c for c in CELLS if c.generator == USD]

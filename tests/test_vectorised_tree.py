@@ -1,11 +1,11 @@
-"""The tree rules on numpy rows (`dsi_ref.backends.vectorised_tree`) decide as the reference.
+"""The tree rules on numpy rows (`dsi_ref.backends.engine.vectorised_tree`) decide as the reference.
 
 For every rule of `TREE_VERIFY_RULES`, a tree drafted and verified by the vectorised rule on
 float64 arrays must be the reference rule's tree and verdict on the same rows as tuples of Python
 floats, under the same ``Sampler`` seed: the same children (draws, top-k with ties), the same
 accepted path and the same token after it (or the same error). Rows come from hypothesis (short,
 with zeros, ties and ``p == q``) and, at the engine's vocabulary of 32 000, from softmaxes of
-related logits, where the draws take the certified search of `dsi_ref.backends.vectorised`.
+related logits, where the draws take the certified search of `dsi_ref.backends.engine.vectorised`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsi_ref import Sampler
-from dsi_ref.backends.vectorised_tree import top_k_index, vectorised_tree_rule
+from dsi_ref.backends.engine.vectorised_tree import top_k_index, vectorised_tree_rule
 from dsi_ref.base.errors import InvalidParameterError, NumericalError
 from dsi_ref.decoders.tree import TREE_VERIFY_RULES, TreeNode, TreeRule, as_tree_rule, top_k
 
@@ -102,7 +102,7 @@ def test_every_rule_decides_like_the_reference_on_short_rows(
        seed=st.integers(0, 2 ** 32))
 def test_laws_computed_when_first_read_decide_alike_on_short_rows(
         banks: tuple[np.ndarray, np.ndarray], widths: list[int], seed: int) -> None:
-    with mock.patch("dsi_ref.backends.vectorised_tree._LAZY", 1):   # every law lazy
+    with mock.patch("dsi_ref.backends.engine.vectorised_tree._LAZY", 1):   # every law lazy
         for name in TREE_VERIFY_RULES:
             _same(name, *banks, widths, seed)
 

@@ -296,8 +296,8 @@ def _torch_engine(greedy: bool) -> EngineUnderTest:
 
     from ..base.randomness import Sampler
     from ..decoders.verification import VerifyRule
-    from .engine import Engine
-    from .torch_model import build_pair
+    from .engine.engine import Engine
+    from .torch.model import build_pair
 
     target, drafter = build_pair()
     engine = Engine(target, drafter)
@@ -330,13 +330,13 @@ def torch_si_greedy() -> EngineUnderTest:
 
 
 def _hf(do_sample: bool) -> EngineUnderTest:
-    from .hf_generators import _GREEDY_PROMPT, Cell, cell_sampler, reference_model
+    from .hf.generators import _GREEDY_PROMPT, Cell, cell_sampler, reference_model
 
     prompt = (0, 1) if do_sample else _GREEDY_PROMPT
     cell = Cell("AssistedCandidateGenerator", do_sample, prompt=prompt)
     import transformers
 
-    from .hf_assisted import single_thread
+    from .hf.assisted import single_thread
 
     sampler = cell_sampler(cell)
 
@@ -353,7 +353,7 @@ def _hf(do_sample: bool) -> EngineUnderTest:
 def hf_assisted() -> EngineUnderTest:
     """Hugging Face assisted generation (``generate(..., assistant_model=...,
     do_sample=True)``, `AssistedCandidateGenerator`) on the toy bigram pair of
-    `dsi_ref.backends.hf_generators`, prompt ``(0, 1)``, ``N = 3``."""
+    `dsi_ref.backends.hf.generators`, prompt ``(0, 1)``, ``N = 3``."""
     return _hf(True)
 
 

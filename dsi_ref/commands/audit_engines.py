@@ -1,6 +1,6 @@
 """The ``engines`` section of ``dsi-ref audit``: the Hugging Face candidate-generator matrix.
 
-Every cell of `dsi_ref.backends.hf_generators.CELLS` audited against the processed toy target's
+Every cell of `dsi_ref.backends.hf.generators.CELLS` audited against the processed toy target's
 exact law at power 0.99 against TV >= 0.2 (``--quick``: the greedy cells only), universal
 speculative decoding's white-box check (the draft law against the law its verifier is told), and
 one row per generator that cannot be driven, with the reason. The section passes when every
@@ -36,8 +36,8 @@ def engines_section(*, quick: bool = False, progress: bool = True) -> Section:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ..backends.hf_assisted import transformers_version
-    from ..backends.hf_generators import (
+    from ..backends.hf.assisted import transformers_version
+    from ..backends.hf.generators import (
         CELLS,
         ID_VOCAB_ORDER,
         NOT_DRIVEN,

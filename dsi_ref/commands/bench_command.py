@@ -1,9 +1,9 @@
 """``dsi-ref bench``: wall-clock non-SI, SI and DSI on torch models, beside the simulator.
 
 For a target/drafter pair it (1) measures TTFT/TPOT of both models and their acceptance rate the
-paper's way (`dsi_ref.backends.measure`), (2) runs non-SI, SI and DSI for real on the same prompts
-(`dsi_ref.backends.engine.Engine`; decoding time after prefill), and (3) prints the measured
-speedups beside the simulator's prediction for the *measured* ``c`` and ``a``, plus the
+paper's way (`dsi_ref.backends.engine.measure`), (2) runs non-SI, SI and DSI for real on the same
+prompts (`dsi_ref.backends.engine.Engine`; decoding time after prefill), and (3) prints the
+measured speedups beside the simulator's prediction for the *measured* ``c`` and ``a``, plus the
 orchestration overhead per event of the DSI committer.
 
 Besides the paper's setting (independent servers, every forward one TPOT) it predicts with two
@@ -93,7 +93,7 @@ def _bench(args: argparse.Namespace) -> int:
         raise InvalidParameterError(f"--verify {args.verify} is a tree rule: pass --tree too "
                                     f"(without it, one of {', '.join(VERIFY_RULES)})")
     try:
-        from ..backends.torch_model import PRESETS
+        from ..backends.torch.model import PRESETS
     except ImportError as error:
         raise InvalidParameterError(f"dsi-ref bench needs the [torch] extra ({error}): pip "
                                     "install 'dsi-ref[torch]'") from None
@@ -102,8 +102,8 @@ def _bench(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"unknown preset {name!r} (and not a checkpoint "
                                         f"directory); known presets: {', '.join(PRESETS)}")
     from ..backends.engine import Engine
-    from ..backends.measure import random_prompts
-    from ..backends.torch_model import TorchLM, canonical_device, describe_device, resolve_device
+    from ..backends.engine.measure import random_prompts
+    from ..backends.torch.model import TorchLM, canonical_device, describe_device, resolve_device
 
     device = resolve_device(args.device)
     canonical_device(device)   # a CUDA device this machine lacks is a BackendError, now
@@ -117,7 +117,7 @@ def _bench(args: argparse.Namespace) -> int:
     models: list[Any] = []
     for name, seed in ((args.target, args.seed), (args.drafter, args.seed + 1)):
         if Path(name).is_dir():          # a local Hugging Face checkpoint directory
-            from ..backends.checkpoint import CheckpointLM
+            from ..backends.torch.checkpoint import CheckpointLM
 
             models.append(CheckpointLM(name, device=device, dtype=args.dtype))
         else:
@@ -157,8 +157,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple[int, ...]],
                      where: str, args: argparse.Namespace) -> int:
-    from ..backends.measure import measure_concurrency, measure_pair, measure_verify_cost
-    from ..backends.torch_model import canonical_device
+    from ..backends.engine.measure import measure_concurrency, measure_pair, measure_verify_cost
+    from ..backends.torch.model import canonical_device
     from ..base.randomness import Sampler
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)
@@ -196,7 +196,7 @@ def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple
 
     batched_costs: dict[int, BatchedCosts] = {}
     if args.batched and args.backend == "thread":   # the batched servers' own cost model
-        from ..backends.measure import measure_batched_costs
+        from ..backends.engine.measure import measure_batched_costs
 
         for lookahead in args.lookahead:
             costs = batched_costs[lookahead] = measure_batched_costs(

@@ -46,7 +46,7 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
         return section
     start = time.perf_counter()
     from ..audit.suite import ModelPair, default_suite
-    from ..backends.hf_assisted import (
+    from ..backends.hf.assisted import (
         HFAuditConfig,
         audit_hf_assisted,
         audit_own_decoders,

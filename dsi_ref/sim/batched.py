@@ -3,7 +3,7 @@
 `BatchedCosts` holds the milliseconds of one device (a one-token target forward, SI's
 verification forward, a batched forward over ``b`` active windows, a drafter forward and its
 slowdown beside a running target forward); `predict` turns them into the event model's DSI and
-SI latencies (`Contention` with ``batch``: the design of `dsi_ref.backends.engine_batched`, one
+SI latencies (`Contention` with ``batch``: the design of `dsi_ref.backends.engine.batched`, one
 forward at a time carrying every task ready when the device frees). `H100_LLAMA7B` is the
 measured preset of issue 25 (one H100, bf16, llama-7b / llama-68m shapes).
 

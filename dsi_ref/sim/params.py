@@ -71,7 +71,7 @@ class Contention:
     work is its solo cost (``1``, ``c``, or TTFT for a first forward); it finishes when that work
     is done, so its end moves whenever a forward starts, ends or is preempted.
 
-    `dsi_ref.backends.measure.measure_concurrency` measures both tables on a device.
+    `dsi_ref.backends.engine.measure.measure_concurrency` measures both tables on a device.
 
     **Batched servers** (``batch``, ``Engine(batched=True)``): the target servers are the rows
     of one batched forward, and forwards run one at a time. Whenever the device is free, one

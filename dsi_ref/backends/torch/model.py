@@ -10,7 +10,7 @@ so a target and a drafter built with the same ``shared_seed`` share a *low-rank 
 (``shared_scale · U[last token] · W``) added to each model's own (normalised) logits: the knowledge
 both models have in common, as a real drafter distilled from its target shares its target's. The
 ratio ``shared_scale / own_scale`` sets how often they agree; the acceptance rate is then
-*measured* (`dsi_ref.backends.measure`), never assumed.
+*measured* (`dsi_ref.backends.engine.measure`), never assumed.
 
 Shapes of the model (one layer):
 
@@ -23,7 +23,7 @@ Shapes of the model (one layer):
   shapes are what lets a forward be captured once as a CUDA graph and replayed.
 
 The sessions that run these models (KV caches, CUDA streams and graphs, the batched servers) and
-the protocols the engine runs on are in `dsi_ref.backends.torch_session`. `TorchLM.probs` is the
+the protocols the engine runs on are in `dsi_ref.backends.torch.session`. `TorchLM.probs` is the
 `LanguageModel` seam, with a default session; it returns float rows (a float64 softmax).
 """
 
@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import torch
 import torch.nn.functional as F
 
-from ..base.errors import BackendError
-from ..base.validate import check_int
-from .model_spec import ModelSpec
+from ...base.errors import BackendError
+from ...base.validate import check_int
+from .spec import ModelSpec
 
 if TYPE_CHECKING:
-    from .torch_session import Session
+    from .session import Session
 
 __all__ = [
     "DTYPES",
@@ -250,7 +250,7 @@ class Transformer(torch.nn.Module):
         A token tree (``positions`` [L] only): ``slots`` [L] are the cache slots the keys/values
         go to instead of ``positions`` (which still give RoPE: a node's depth), and ``mask``
         [L, capacity] (bool) says which cache slots each query attends to instead of the causal
-        ``slot <= position`` (`dsi_ref.backends.torch_session.Session.tree_rows`).
+        ``slot <= position`` (`dsi_ref.backends.torch.session.Session.tree_rows`).
 
         With ``layers=(l0, l1)`` only those blocks run: the input is ``hidden`` (the residual
         stream [B, L, d_model] after block ``l0 - 1``; the embedding when ``l0 == 0``) and the
@@ -432,9 +432,9 @@ class TorchLM:
 
     def session(self, *, graphs: bool | None = None, priority: int = 0,
                 segments: int = 1) -> Session:
-        """A new `dsi_ref.backends.torch_session.Session` (own KV cache) over these weights (see
+        """A new `dsi_ref.backends.torch.session.Session` (own KV cache) over these weights (see
         it for the options)."""
-        from .torch_session import Session  # the sessions' module builds on this one
+        from .session import Session  # the sessions' module builds on this one
 
         return Session(self, graphs=self._graphs if graphs is None else graphs,
                        priority=priority, segments=segments)

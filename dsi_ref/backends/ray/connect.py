@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import ray
 
-from ..base.errors import BackendError, RayConnectionError
+from ...base.errors import BackendError, RayConnectionError
 
 __all__ = ["check_seconds", "classify", "connect", "same_address"]
 

@@ -36,8 +36,8 @@ moved into Ray actors; everything else is inherited:
   actor's first answer may take ``start_timeout`` (it builds its model). Server resources are
   reserved by a placement group that must be ready within ``schedule_timeout`` seconds, else
   `UnschedulableError`.
-* `connect` (`dsi_ref.backends.ray_connect`) starts Ray in-process or joins a cluster;
-  `sample_parallel` / `ray_map` (`dsi_ref.backends.ray_map`) fan the statistical audit's
+* `connect` (`dsi_ref.backends.ray.connect`) starts Ray in-process or joins a cluster;
+  `sample_parallel` / `ray_map` (`dsi_ref.backends.ray.map`) fan the statistical audit's
   samples out over Ray workers. Both are re-exported here.
 
 docs/ray-backend.md has the measured overheads and what they predict.
@@ -56,26 +56,24 @@ import ray.exceptions
 import ray.util
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from ..base.errors import (
+from ...base.errors import (
     BackendError,
     ServerLostError,
     ServerTimeoutError,
     UnschedulableError,
 )
-from ..base.randomness import Randomness
-from ..base.result import Run
-from ..decoders.common import check_inputs
-from ..decoders.dsi import DSIConfig, QueuePolicy
-from ..decoders.verification import Rule, VerifyRule
-from .engine import Engine
-from .model_spec import LazyLM, ModelSpec
-from .ray_connect import check_seconds, connect
-from .ray_map import ray_map, sample_parallel
-from .ray_outbox import _ActorInbox, _ActorProxy, _RayDSI, _RayOutbox, _RemoteServer
-from .torch_session import BackendLM
+from ...base.randomness import Randomness
+from ...base.result import Run
+from ...decoders.common import check_inputs
+from ...decoders.dsi import DSIConfig, QueuePolicy
+from ...decoders.verification import Rule, VerifyRule
+from ..engine.engine import Engine
+from ..torch.session import BackendLM
+from ..torch.spec import LazyLM, ModelSpec
+from .connect import check_seconds, connect
+from .pool import _ActorInbox, _ActorProxy, _RayDSI, _RayOutbox, _RemoteServer
 
-__all__ = ["RayEngine", "ServerLostError", "ServerTimeoutError", "UnschedulableError", "connect",
-           "ray_map", "sample_parallel"]
+__all__ = ["RayEngine"]
 
 
 _SHIPS = ("auto", "spec", "pickle")

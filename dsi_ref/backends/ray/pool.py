@@ -23,15 +23,15 @@ import numpy as np
 import ray
 import ray.exceptions
 
-from ..base.errors import BackendError, ServerTimeoutError
-from ..base.result import Run
-from ..decoders.dsi import Task
-from .engine import _Job, _WallClockDSI
-from .model_spec import ModelSpec
-from .torch_session import BackendLM
+from ...base.errors import BackendError, ServerTimeoutError
+from ...base.result import Run
+from ...decoders.dsi import Task
+from ..engine.engine import _Job, _WallClockDSI
+from ..torch.session import BackendLM
+from ..torch.spec import ModelSpec
 
 if TYPE_CHECKING:
-    from .ray import RayEngine
+    from .engine import RayEngine
 
 
 # -- the target servers ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Sessions over the torch models of `dsi_ref.backends.torch_model`: KV caches, streams, graphs.
+"""Sessions over the torch models of `dsi_ref.backends.torch.model`: KV caches, streams, graphs.
 
 A `Session` owns one KV cache (and on CUDA one stream and its CUDA graphs); several sessions share
 one model's weights, e.g. one per DSI target server, and sessions on different threads run
@@ -7,11 +7,11 @@ DSI as the rows of one static cache, so that one forward serves every server wit
 is split into layer segments, between which it can be preempted (``rows_unless``). A `Session`
 also scores a token tree in one forward (``tree_rows``: the nodes after the prefix in the cache,
 a tree attention mask) and compacts the path a later context follows (tree speculation,
-`dsi_ref.backends.engine_tree`).
+`dsi_ref.backends.engine.tree`).
 
 `SessionLike` and `BackendLM` are the protocols the engine and the measurements run on: what they
-need of a session and of a model (`dsi_ref.backends.torch_model.TorchLM`, or the Hugging Face
-checkpoint model of `dsi_ref.backends.checkpoint`).
+need of a session and of a model (`dsi_ref.backends.torch.model.TorchLM`, or the Hugging Face
+checkpoint model of `dsi_ref.backends.torch.checkpoint`).
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from ..base.errors import BackendError
-from ..base.validate import check_int
-from .torch_model import MAX_GRAPH_LENGTH, KVCache, Transformer
+from ...base.errors import BackendError
+from ...base.validate import check_int
+from .model import MAX_GRAPH_LENGTH, KVCache, Transformer
 
 if TYPE_CHECKING:
-    from .torch_model import TorchLM
+    from .model import TorchLM
 
 __all__ = ["BackendLM", "BatchedSession", "Session", "SessionLike"]
 
 
 class SessionLike(Protocol):
     """What the engine and the measurements need of a session (`Session`, or the Hugging Face
-    checkpoint session of `dsi_ref.backends.checkpoint`)."""
+    checkpoint session of `dsi_ref.backends.torch.checkpoint`)."""
 
     tokens: list[int]
     forwards: int

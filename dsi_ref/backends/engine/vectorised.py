@@ -36,10 +36,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..base.errors import NumericalError
-from ..base.models import Number
-from ..base.randomness import Randomness, Sampler, check_probability
-from ..decoders.verification import (
+from ...base.errors import NumericalError
+from ...base.models import Number
+from ...base.randomness import Randomness, Sampler, check_probability
+from ...decoders.verification import (
     BlockVerification,
     Decision,
     ExactMatch,

@@ -35,9 +35,9 @@ from transformers import GenerationConfig, GenerationMixin, PretrainedConfig, Pr
 from transformers.cache_utils import Cache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from ..base.errors import InvalidDistributionError
-from ..base.models import LanguageModel, Number, Prefix, checked_probs
-from .hf_compat import cache_argument, causal_lm_output
+from ...base.errors import InvalidDistributionError
+from ...base.models import LanguageModel, Number, Prefix, checked_probs
+from .compat import cache_argument, causal_lm_output
 
 __all__ = [
     "DTYPES",

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import BackendError
+from ...base.errors import BackendError
 
 if TYPE_CHECKING:
     import torch
 
     from .checkpoint import CheckpointLM
-    from .torch_model import ModelConfig, TorchLM
+    from .model import ModelConfig, TorchLM
 
 __all__ = ["LazyLM", "ModelSpec"]
 
@@ -42,12 +42,12 @@ class ModelSpec:
     """How to build a model (exactly one of ``preset`` and ``checkpoint``).
 
     Args:
-        preset: a `TorchLM` preset name (`dsi_ref.backends.torch_model.PRESETS`) or a
+        preset: a `TorchLM` preset name (`dsi_ref.backends.torch.model.PRESETS`) or a
             `ModelConfig`.
         checkpoint: a local Hugging Face checkpoint directory (`CheckpointLM`); on a cluster,
             a path every node can read (a shared file system or the same copy on each node).
         seed: the `TorchLM` weights' seed (ignored for a checkpoint).
-        dtype: a dtype name of `dsi_ref.backends.torch_model.DTYPES` (``"bf16"``, ``"fp64"``...).
+        dtype: a dtype name of `dsi_ref.backends.torch.model.DTYPES` (``"bf16"``, ``"fp64"``...).
         device: where a `TorchLM`'s weights are drawn, or a checkpoint is loaded.
         eos, bos: the special tokens (a checkpoint's default: its config's, as `CheckpointLM`).
         max_seq_len: a `TorchLM`'s ``max_seq_len`` override.
@@ -69,7 +69,7 @@ class ModelSpec:
         if (self.preset is None) == (self.checkpoint is None):
             raise BackendError("ModelSpec needs exactly one of preset= (a TorchLM preset or "
                                "ModelConfig) and checkpoint= (a checkpoint directory)")
-        from .torch_model import DTYPES, PRESETS  # torch, here only: specs are built in code
+        from .model import DTYPES, PRESETS  # torch, here only: specs are built in code
 
         if self.dtype not in DTYPES:
             raise BackendError(f"ModelSpec: unknown dtype {self.dtype!r}; known: "
@@ -85,7 +85,7 @@ class ModelSpec:
 
             return CheckpointLM(self.checkpoint, device=self.device, dtype=self.dtype,
                                 eos=self.eos, bos=self.bos)
-        from .torch_model import TorchLM
+        from .model import TorchLM
 
         assert self.preset is not None
         return TorchLM(self.preset, seed=self.seed, device=self.device, dtype=self.dtype,
@@ -107,7 +107,7 @@ class ModelSpec:
             eos, bos = special_tokens(config.get("eos_token_id"), config.get("bos_token_id"),
                                       vocab, self.eos, self.bos)
             return path.name, vocab, eos, bos
-        from .torch_model import PRESETS
+        from .model import PRESETS
 
         config = PRESETS[self.preset] if isinstance(self.preset, str) else self.preset
         assert config is not None

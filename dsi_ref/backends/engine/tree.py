@@ -18,7 +18,7 @@ the clock and the trace change, as `Engine.speculative` is `SIRun` with other se
   trace span runs from the start of its rows' forward to when the reference records it.
 
 The rule is the reference's with its row arithmetic on numpy rows
-(`dsi_ref.backends.vectorised_tree.vectorised_tree_rule`: same numbers, same keyed draws).
+(`dsi_ref.backends.engine.vectorised_tree.vectorised_tree_rule`: same numbers, same keyed draws).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..base.errors import BackendError
-from ..base.randomness import Randomness
-from ..base.result import Run
-from ..decoders.common import DEFAULT_LATENCY, check_inputs
-from ..decoders.tree import (
+from ...base.errors import BackendError
+from ...base.randomness import Randomness
+from ...base.result import Run
+from ...decoders.common import DEFAULT_LATENCY, check_inputs
+from ...decoders.tree import (
     STATS,
     TreeNode,
     TreeRule,
@@ -38,8 +38,8 @@ from ..decoders.tree import (
     TreeVerifyRule,
     check_tree,
 )
+from ..torch.session import Session
 from .engine import _Clock, _WallClockRecorder  # engine.py imports this module late
-from .torch_session import Session
 from .vectorised_tree import vectorised_tree_rule
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from typing import Any
 
 import ray
 
-from ..base.errors import BackendError, ServerTimeoutError
-from .ray_connect import check_seconds, connect
+from ...base.errors import BackendError, ServerTimeoutError
+from .connect import check_seconds, connect
 
 __all__ = ["ray_map", "sample_parallel"]
 

@@ -45,22 +45,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..base.errors import BackendError
-from ..base.latency import Time
-from ..base.randomness import Randomness
-from ..base.result import Event, Run
-from ..decoders.autoregressive import non_si_config
-from ..decoders.common import DEFAULT_LATENCY, Recorder, check_inputs
-from ..decoders.dsi import DraftForward, DSIConfig, DSIRun, QueuePolicy, Task
-from ..decoders.speculative import STATS, ModelName, Rows, SIRun, SpeculativeConfig
-from ..decoders.tree import TreeRule, TreeVerifyRule
-from ..decoders.verification import Rule, VerifyRule
-from .torch_model import TorchLM, canonical_device
-from .torch_session import BackendLM, BatchedSession, SessionLike
+from ...base.errors import BackendError
+from ...base.latency import Time
+from ...base.randomness import Randomness
+from ...base.result import Event, Run
+from ...decoders.autoregressive import non_si_config
+from ...decoders.common import DEFAULT_LATENCY, Recorder, check_inputs
+from ...decoders.dsi import DraftForward, DSIConfig, DSIRun, QueuePolicy, Task
+from ...decoders.speculative import STATS, ModelName, Rows, SIRun, SpeculativeConfig
+from ...decoders.tree import TreeRule, TreeVerifyRule
+from ...decoders.verification import Rule, VerifyRule
+from ..torch.model import TorchLM, canonical_device
+from ..torch.session import BackendLM, BatchedSession, SessionLike
 from .vectorised import vectorised_rule
 
 if TYPE_CHECKING:
-    from .engine_batched import _BatchedServer, _SlotProxy
+    from .batched import _BatchedServer, _SlotProxy
 
 __all__ = ["Engine", "vectorised_rule"]
 
@@ -366,7 +366,7 @@ class Engine:
             frontier task no longer runs at full speed, so DSI's "never slower than non-SI"
             argument does not apply to it. Off by default (the faithful DSI).
         batched: the ``sp_degree`` target servers are the rows of one batched session served
-            by one thread (`dsi_ref.backends.engine_batched`): whenever the device is free, one
+            by one thread (`dsi_ref.backends.engine.batched`): whenever the device is free, one
             forward takes every task ready, and the committer handles its results before the
             next forward is gathered. A task submitted during a forward starts with the next
             one (up to one forward late, unlike the event model's idle server; the event
@@ -437,7 +437,7 @@ class Engine:
         the verification servers the highest.
         """
         if self.batched:
-            from .engine_batched import _SlotInbox, _SlotProxy  # builds on this module
+            from .batched import _SlotInbox, _SlotProxy  # builds on this module
 
             server = self.batched_server(sp_degree)
             return [_SlotProxy(_SlotInbox(server, slot)) for slot in range(sp_degree)]
@@ -454,7 +454,7 @@ class Engine:
         """The batched server with ``sp_degree`` rows, one per target server (started on first
         use, then reused)."""
         if sp_degree not in self._batched:
-            from .engine_batched import _BatchedServer  # builds on this module
+            from .batched import _BatchedServer  # builds on this module
 
             assert isinstance(self.target, TorchLM)
             session = BatchedSession(self.target, sp_degree, graphs=self.graphs,
@@ -515,7 +515,7 @@ class Engine:
         prompt = check_inputs(self.target, prompt, max_new_tokens, self.drafter_lm)
         self.drafter_session.rows(prompt, 1)                       # prefill everything, untimed
         if self.batched:
-            from .engine_batched import _BatchedDSI  # builds on this module
+            from .batched import _BatchedDSI  # builds on this module
 
             self.batched_server(sp_degree).session.rows_batch(
                 dict.fromkeys(range(sp_degree), (prompt, 1)))
@@ -531,8 +531,8 @@ class Engine:
                          ) -> Run:
         """`dsi_ref.decoders.tree.tree_speculative`, timed: the tree drafted level by level (one
         drafter forward per depth), scored by *one* target forward with a tree attention mask,
-        the accepted path compacted in the KV caches (`dsi_ref.backends.engine_tree`; `TorchLM`
+        the accepted path compacted in the KV caches (`dsi_ref.backends.engine.tree`; `TorchLM`
         models)."""
-        from .engine_tree import tree_speculative  # engine_tree builds on this module
+        from .tree import tree_speculative  # engine_tree builds on this module
 
         return tree_speculative(self, prompt, max_new_tokens, rng, tree=tree, verify=verify)

@@ -31,12 +31,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from ..base.errors import BackendError
-from ..base.randomness import Sampler
-from ..sim.batched import BatchedCosts
-from ..sim.params import Contention
+from ...base.errors import BackendError
+from ...base.randomness import Sampler
+from ...sim.batched import BatchedCosts
+from ...sim.params import Contention
+from ..torch.session import BackendLM, SessionLike
 from .engine import Engine
-from .torch_session import BackendLM, SessionLike
 
 __all__ = [
     "AcceptanceEstimate",

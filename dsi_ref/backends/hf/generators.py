@@ -47,21 +47,21 @@ import transformers
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel, PreTrainedTokenizerFast
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from ..audit.exact import Law
-from ..audit.laws import target_distribution
-from ..audit.statistical import (
+from ...audit.exact import Law
+from ...audit.laws import target_distribution
+from ...audit.statistical import (
     POLICY_ALPHA,
     POLICY_MISS,
     Alternative,
     StatisticalReport,
     statistical_audit,
 )
-from ..base.models import LanguageModel, Prefix, TableLM, checked_probs
-from ..base.processors import processed
-from ..base.stateful import RepetitionPenalty, recomputed
-from .hf_adapter import ToyCausalLM, ToyConfig, to_hf
-from .hf_assisted import single_thread
-from .hf_compat import cache_argument, causal_lm_output
+from ...base.models import LanguageModel, Prefix, TableLM, checked_probs
+from ...base.processors import processed
+from ...base.stateful import RepetitionPenalty, recomputed
+from .adapter import ToyCausalLM, ToyConfig, to_hf
+from .assisted import single_thread
+from .compat import cache_argument, causal_lm_output
 
 __all__ = [
     "CELLS",

@@ -1,6 +1,6 @@
 """Stateful processors on the torch engine: a `BackendLM` whose sessions process their rows.
 
-`processed_backend` wraps a backend model (`dsi_ref.backends.torch_model.TorchLM`, or the
+`processed_backend` wraps a backend model (`dsi_ref.backends.torch.model.TorchLM`, or the
 checkpoint model) with the stateful processors of `dsi_ref.base.stateful` (penalties, a grammar).
 Its sessions wrap the model's sessions: every row a forward computes is processed with the state
 of its own prefix, kept *incrementally* per session, as an engine keeps it: advanced over the
@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..base.models import Number
-from ..base.stateful import IncrementalLM, StatefulProcessor, recomputed
-from .torch_session import BackendLM, SessionLike
+from ...base.models import Number
+from ...base.stateful import IncrementalLM, StatefulProcessor, recomputed
+from .session import BackendLM, SessionLike
 
 __all__ = ["ProcessedBackendLM", "ProcessedSession", "processed_backend"]
 

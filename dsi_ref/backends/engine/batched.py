@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base.randomness import Randomness
-from ..base.result import Run
-from ..decoders.dsi import DSIConfig
+from ...base.randomness import Randomness
+from ...base.result import Run
+from ...decoders.dsi import DSIConfig
+from ..torch.session import BatchedSession
 from .engine import _Clock, _Job, _WallClockDSI
-from .torch_session import BatchedSession
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -14,9 +14,9 @@ the reference's pure-Python one on the same rows:
   costs about 0.1 ms, and the i.i.d. rule makes a law at every drafted node but reads the laws
   only along the path verification takes;
 * ``mass``: the same sequential sum (its value feeds Traversal's ``α``, not only a sign test);
-* ``excess``: `dsi_ref.backends.vectorised.weighted_residual`, entry for entry the reference's
-  ``(w · p − q)+``;
-* ``draw``: `dsi_ref.backends.vectorised.categorical` at the same keyed uniform: the index of
+* ``excess``: `dsi_ref.backends.engine.vectorised.weighted_residual`, entry for entry the
+  reference's ``(w · p − q)+``;
+* ``draw``: `dsi_ref.backends.engine.vectorised.categorical` at the same keyed uniform: the index of
   `Sampler.categorical` (certified search, see that module);
 * ``best`` and ``most_likely``: ``np.argmax`` (the first maximum) and `top_k_index` (candidates
   from block maxima, then a sort by value and id), the reference's tie rule.
@@ -38,10 +38,10 @@ from typing import cast
 import numpy as np
 from numpy.typing import DTypeLike
 
-from ..base.errors import InvalidParameterError, NumericalError
-from ..base.models import Number
-from ..base.randomness import Randomness
-from ..decoders.tree import (
+from ...base.errors import InvalidParameterError, NumericalError
+from ...base.models import Number
+from ...base.randomness import Randomness
+from ...decoders.tree import (
     EagleTopK,
     GreedyTree,
     RecursiveRejectionWithoutReplacement,
@@ -50,7 +50,7 @@ from ..decoders.tree import (
     TreeVerifyRule,
     as_tree_rule,
 )
-from ..decoders.verification import argmax
+from ...decoders.verification import argmax
 from .vectorised import BLOCK, categorical, sequential_sum, weighted_residual
 
 __all__ = ["top_k_index", "vectorised_tree_rule"]
@@ -159,7 +159,7 @@ class _NumpyRows(TreeRule):
         return sequential_sum(_floats(weights))
 
     def excess(self, weight: Number, target: Row, proposal: Row) -> Row:
-        """``(w · p' − q)+`` (`dsi_ref.backends.vectorised.weighted_residual`)."""
+        """``(w · p' − q)+`` (`dsi_ref.backends.engine.vectorised.weighted_residual`)."""
         return _as_row(weighted_residual(weight, target, proposal))
 
     def without(self, weights: Row, token: int) -> Row:
@@ -173,7 +173,7 @@ class _NumpyRows(TreeRule):
         return _as_row(_floats(weights))
 
     def draw(self, weights: Row, rng: Randomness, key: tuple[str, int, tuple[int, ...]]) -> int:
-        """`Sampler.categorical`'s token (`dsi_ref.backends.vectorised.categorical`); weights
+        """`Sampler.categorical`'s token (`dsi_ref.backends.engine.vectorised.categorical`); weights
         that are not finite and ``>= 0`` are an `InvalidParameterError`, as for
         ``rng.categorical``."""
         array = _floats(weights)

@@ -18,9 +18,9 @@ from typing import Any
 import torch
 import transformers
 
-from ..audit.exact import Law, exact_distribution, total_variation
-from ..audit.laws import target_distribution
-from ..audit.statistical import (
+from ...audit.exact import Law, exact_distribution, total_variation
+from ...audit.laws import target_distribution
+from ...audit.statistical import (
     POLICY_ALPHA,
     POLICY_MISS,
     Alternative,
@@ -28,15 +28,15 @@ from ..audit.statistical import (
     required_samples,
     statistical_audit,
 )
-from ..audit.suite import ModelPair, default_suite
-from ..audit.zoo import MUTANTS, Mutant
-from ..base.errors import NumericalError, ScheduleDependenceError
-from ..base.models import LanguageModel, TableLM
-from ..base.randomness import Randomness, Sampler
-from ..decoders.autoregressive import autoregressive
-from ..decoders.dsi import dsi
-from ..decoders.speculative import speculative
-from .hf_adapter import DTYPES, AssistedSampler, HFLanguageModel, Processing, to_hf
+from ...audit.suite import ModelPair, default_suite
+from ...audit.zoo import MUTANTS, Mutant
+from ...base.errors import NumericalError, ScheduleDependenceError
+from ...base.models import LanguageModel, TableLM
+from ...base.randomness import Randomness, Sampler
+from ...decoders.autoregressive import autoregressive
+from ...decoders.dsi import dsi
+from ...decoders.speculative import speculative
+from .adapter import DTYPES, AssistedSampler, HFLanguageModel, Processing, to_hf
 
 __all__ = [
     "ControlResult",

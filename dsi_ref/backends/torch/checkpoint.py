@@ -21,9 +21,9 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from ..base.errors import BackendError
-from .model_spec import ModelSpec
-from .torch_model import DTYPES, replicate
+from ...base.errors import BackendError
+from .model import DTYPES, replicate
+from .spec import ModelSpec
 
 __all__ = ["CheckpointLM", "CheckpointSession", "special_tokens"]
 
@@ -173,7 +173,7 @@ class CheckpointSession:
 
     def model_logits(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits [L, V] of ``ids`` [1, L] after the cached tokens (extends the cache)."""
-        from .hf_compat import forward_with_cache, output_cache  # transformers, imported lazily
+        from ..hf.compat import forward_with_cache, output_cache  # transformers, imported lazily
 
         out = forward_with_cache(self.lm.model, ids, self.cache)
         self.cache = output_cache(out)
