@@ -53,24 +53,24 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_dsi_mutants.py", "tests/test_block_verification.py",
         "tests/test_auto_state.py", "tests/test_dsi_determinism.py",
         "tests/test_schedulers_classes.py", "tests/test_dsi_schedules.py")),
-    "exact": ("dsi_ref/audit/exact.py", (
+    "exact": ("dsi_ref/audit/exact/law.py", (
         "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py",
         "tests/test_core_speculative.py")),
-    "exact_engine": ("dsi_ref/audit/exact_engine.py", (
+    "exact_engine": ("dsi_ref/audit/exact/engine.py", (
         "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py",
         "tests/test_merge_crosscheck.py", "tests/test_core_speculative.py")),
-    "exact_guard": ("dsi_ref/audit/exact_guard.py", (
+    "exact_guard": ("dsi_ref/audit/exact/guard.py", (
         "tests/test_exact_mutants.py", "tests/test_hidden_randomness.py")),
-    "exact_witness": ("dsi_ref/audit/exact_witness.py", (
+    "exact_witness": ("dsi_ref/audit/exact/witness.py", (
         "tests/test_exact_mutants.py", "tests/test_core_speculative.py")),
-    "exact_rows": ("dsi_ref/audit/exact_rows.py", (
+    "exact_rows": ("dsi_ref/audit/exact/rows.py", (
         "tests/test_exact_mutants.py", "tests/test_float_models.py")),
     "laws": ("dsi_ref/audit/laws.py", (
         "tests/test_laws_mutants.py", "tests/test_float_models.py")),
     "statistical": ("dsi_ref/audit/statistical.py", (
         "tests/test_statistical_mutants.py", "tests/test_statistical_audit.py")),
     # issue 34, point 8: the modules of the rounds since
-    "exact_uniform": ("dsi_ref/audit/exact_uniform.py", (
+    "exact_uniform": ("dsi_ref/audit/exact/uniform.py", (
         "tests/test_exact_uniform_mutants.py", "tests/test_uniform.py",
         "tests/test_exact_mutants.py", "tests/test_bad_inputs.py",
         "tests/test_core_randomness.py")),

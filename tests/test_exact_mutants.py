@@ -26,6 +26,9 @@ import numpy as np
 import pytest
 
 from dsi_ref.audit import exact as ex
+from dsi_ref.audit.exact import law as exact_law_module
+from dsi_ref.audit.exact.engine import dead_key
+from dsi_ref.audit.exact.guard import Guard, guard_targets
 from dsi_ref.base.errors import (
     InvalidAuditError,
     InvalidParameterError,
@@ -42,7 +45,7 @@ Program = Callable[[Any], Any]
 def fresh_guard_wrappers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test makes the guard's wrappers afresh (they are cached per process), so that the
     code making them runs under every test, whatever ran before in the process."""
-    monkeypatch.setattr(ex._Guard, "_wrappers", {})
+    monkeypatch.setattr(Guard, "_wrappers", {})
 
 
 def counted(program: Program) -> tuple[Program, list[int]]:
@@ -233,13 +236,13 @@ def test_exact_row_refuses_rows_as_sampler_does(row: list[Any]) -> None:
 
 def test_exact_probability_of_a_bernoulli() -> None:
     half = F(1, 2)
-    assert ex._exact_probability(half) == (half, False)
-    one = ex._exact_probability(1)
+    assert ex.exact_probability(half) == (half, False)
+    one = ex.exact_probability(1)
     assert one == (F(1), False) and type(one[0]) is F
-    assert ex._exact_probability(0.25) == (F(1, 4), True)
-    assert ex._exact_probability(np.float64(0.5)) == (F(1, 2), True)
+    assert ex.exact_probability(0.25) == (F(1, 4), True)
+    assert ex.exact_probability(np.float64(0.5)) == (F(1, 2), True)
     with raises_exactly(InvalidParameterError, "bernoulli probability must lie in [0, 1], got 1.5"):
-        ex._exact_probability(1.5)
+        ex.exact_probability(1.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -638,7 +641,7 @@ def test_the_hint_defaults_are_no_entry_and_no_committed() -> None:
     (("r", 1, (1, 3)), (1, 3), True),
 ])
 def test_dead_keys(key: Any, committed: tuple[int, ...], dead: bool) -> None:
-    assert ex._dead(key, committed) is dead
+    assert dead_key(key, committed) is dead
 
 
 # ---------------------------------------------------------------------------------------------
@@ -899,7 +902,8 @@ def test_seeded_generators_other_threads_and_metadata_are_left_alone() -> None:
 
 #: The guarded entry points and whether their owner defines them itself, before any audit of
 #: this process (a broken restore would otherwise be the baseline of a later test).
-ENTRY_POINTS = [(getattr(owner, name), name in vars(owner)) for owner, name, _, _ in ex._targets()]
+ENTRY_POINTS = [(getattr(owner, name), name in vars(owner))
+                for owner, name, _, _ in guard_targets()]
 
 
 def test_seeded_calls_reach_the_entry_point_with_their_arguments(
@@ -915,7 +919,7 @@ def test_seeded_calls_reach_the_entry_point_with_their_arguments(
 
 
 def test_every_entry_point_is_restored_after_an_audit_and_after_an_error() -> None:
-    targets = ex._targets()
+    targets = guard_targets()
     originals = [entry for entry, _ in ENTRY_POINTS]
     owned = [own for _, own in ENTRY_POINTS]
     assert all(owned)  # SystemRandom's methods are its own, not inherited from Random
@@ -939,10 +943,11 @@ class _BadName:
 
 
 def test_a_failed_install_restores_what_it_patched(monkeypatch: pytest.MonkeyPatch) -> None:
-    targets = ex._targets()
+    targets = guard_targets()
     originals = [entry for entry, _ in ENTRY_POINTS]
     bad = types.SimpleNamespace(entry=_BadName())
-    monkeypatch.setattr(ex, "_targets", lambda: (*targets, (bad, "entry", "bad.entry", None)))
+    monkeypatch.setattr(exact_law_module, "guard_targets",
+                        lambda: (*targets, (bad, "entry", "bad.entry", None)))
     with pytest.raises(TypeError):
         ex.exact_distribution(_two_coins)
     monkeypatch.undo()
@@ -957,15 +962,15 @@ def test_an_entry_point_that_refuses_setattr_is_not_undone(monkeypatch: pytest.M
                                                            ) -> None:
     """``setattr(int, ...)`` raises: the install fails there, and every entry point patched
     before it is restored (a patch recorded before its setattr made the restore fail first)."""
-    targets = ex._targets()
+    targets = guard_targets()
     originals = [entry for entry, _ in ENTRY_POINTS]
-    monkeypatch.setattr(ex, "_targets",
+    monkeypatch.setattr(exact_law_module, "guard_targets",
                         lambda: (*targets, (int, "bit_length", "int.bit_length", None)))
     with pytest.raises(TypeError):
         ex.exact_distribution(_two_coins)
     monkeypatch.undo()
     assert [getattr(owner, name) for owner, name, _, _ in targets] == originals
-    assert ex._Guard._patches == []
+    assert Guard._patches == []
 
 
 class _Base:
@@ -978,8 +983,9 @@ class _Sub(_Base):
 
 
 def test_an_inherited_entry_point_is_uncovered_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    targets = ex._targets()
-    monkeypatch.setattr(ex, "_targets", lambda: (*targets, (_Sub, "draw", "_Sub.draw", None)))
+    targets = guard_targets()
+    monkeypatch.setattr(exact_law_module, "guard_targets",
+                        lambda: (*targets, (_Sub, "draw", "_Sub.draw", None)))
     with raises_exactly(NondeterministicProgramError,
                         "the program drew randomness outside rng: it called _Sub.draw, before "
                         f"its first choice{OUTSIDE_TAIL}"):
@@ -1211,8 +1217,8 @@ class _Bar:
 @pytest.fixture
 def bars(monkeypatch: pytest.MonkeyPatch) -> list[_Bar]:
     _Bar.made = []
-    monkeypatch.setattr(ex, "tqdm", _Bar)
-    monkeypatch.setattr(ex, "PROGRESS_EVERY", 2)
+    monkeypatch.setattr(exact_law_module, "tqdm", _Bar)
+    monkeypatch.setattr(exact_law_module, "PROGRESS_EVERY", 2)
     return _Bar.made
 
 

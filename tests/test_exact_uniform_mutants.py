@@ -1,4 +1,4 @@
-"""Tests that pin dsi_ref/audit/exact_uniform.py exactly, so that mutation testing (issue 34,
+"""Tests that pin dsi_ref/audit/exact/uniform.py exactly, so that mutation testing (issue 34,
 point 8; docs/mutation-testing.md) kills its mutants: the law of every comparison on each side
 of its threshold, after every affine map (``+``, ``-`` from either side, ``*``, ``/``, negation),
 on and off a grid, at the grid's edges, with the choices it makes or does not make, the
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dsi_ref.audit.exact import exact_distribution, exact_law
-from dsi_ref.audit.exact_uniform import ExactUniform, Unshared
+from dsi_ref.audit.exact.uniform import ExactUniform, Unshared
 from dsi_ref.base.errors import InvalidParameterError
 
 HALF, THIRD, QUARTER = F(1, 2), F(1, 3), F(1, 4)

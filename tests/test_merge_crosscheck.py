@@ -100,9 +100,9 @@ def test_progress_is_shown_on_stderr_only_when_asked(monkeypatch: pytest.MonkeyP
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """``progress=True`` reports runs, paths and merged states on stderr (refreshed every
     `PROGRESS_EVERY` runs, made small here); the default prints nothing, and the law is the same."""
-    import dsi_ref.audit.exact as exact
+    import dsi_ref.audit.exact.law as law
 
-    monkeypatch.setattr(exact, "PROGRESS_EVERY", 4)
+    monkeypatch.setattr(law, "PROGRESS_EVERY", 4)
 
     def program(rng: Any) -> int:
         return sum(rng.bernoulli(F(1, 3)) for _ in range(5))

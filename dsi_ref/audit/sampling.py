@@ -15,7 +15,7 @@ from typing import Any
 
 from ..base.errors import InvalidAuditError
 from ..base.randomness import Sampler
-from .exact_witness import as_outcome
+from .exact.witness import as_outcome
 
 __all__ = ["ProgramSampler", "sample_fn"]
 

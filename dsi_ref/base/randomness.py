@@ -81,7 +81,7 @@ class Randomness(Protocol):
     def uniform(self, key: Key = None, bits: int | None = None) -> float:
         """A uniform in ``[0, 1)`` to compare with numbers (``u < p / q``); ``bits=b`` puts it
         on the grid ``{k / 2^b}``. The exact engine returns a lazy uniform that branches at
-        each comparison (`dsi_ref.audit.exact_uniform`). One key, one uniform, shared with the
+        each comparison (`dsi_ref.audit.exact.uniform`). One key, one uniform, shared with the
         ``bernoulli`` (``u < p``) and ``categorical`` (inverse CDF) draws of the same key."""
         ...
 

@@ -53,7 +53,7 @@ Row arithmetic. Every step reads and builds rows only through `TreeRule`'s row m
 engine's tree rules are these rules (same numbers, same keyed draws).
 
 Rows as laws. A row stands for each entry over the row's sum (the library's convention:
-`dsi_ref.audit.exact_rows.exact_row`; ``rng.categorical`` draws that way). The sampling rules
+`dsi_ref.audit.exact.rows.exact_row`; ``rng.categorical`` draws that way). The sampling rules
 compare ``p`` with a proposal law, so both sides are read as laws, the same way (`normalise`):
 ``p'`` starts as ``norm(p)`` (`TreeRule.start`, Traversal's ``B``) and a child's proposal is
 ``norm(q)`` or ``q_j`` (a `TreeNode.proposal`). `Fraction` rows stay exact (an exact division),

@@ -1,11 +1,11 @@
 """Randomness outside ``rng``: the guard of the entropy sources and the global generators' states.
 
-While a `_Guard` is entered, a call of ``os.urandom``/``os.getrandom``, of ``secrets``, of
+While a `Guard` is entered, a call of ``os.urandom``/``os.getrandom``, of ``secrets``, of
 ``random.SystemRandom`` or of ``numpy.random.default_rng()`` without a seed raises in the
-auditing thread (`_targets` lists them); `_global_states` snapshots the states of Python's
+auditing thread (`guard_targets` lists them); `global_states` snapshots the states of Python's
 ``random``, numpy's legacy global ``RandomState`` and torch's global generator, which
-`dsi_ref.audit.exact` compares before and after an exploration (see its module docstring for
-the three detectors and what none of them sees).
+`dsi_ref.audit.exact.law` compares before and after an exploration (the docstring of
+`dsi_ref.audit.exact` gives the three detectors and what none of them sees).
 """
 
 from __future__ import annotations
@@ -18,16 +18,26 @@ import sys
 import threading
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, cast
+from typing import Any, ClassVar, Protocol, TypeAlias, cast
 
 import numpy as np
 
-from ..base.errors import NondeterministicProgramError
+from ...base.errors import NondeterministicProgramError
 
-if TYPE_CHECKING:
-    from .exact_engine import _Engine
+__all__ = ["Guard", "Violations", "changed_states", "global_states", "guard_targets"]
 
-__all__: list[str] = []
+
+class Violations(Protocol):
+    """Where a `Guard` reports a draw outside ``rng``: the exact engine
+    (`dsi_ref.audit.exact.engine.Engine`)."""
+
+    #: The first violation seen, kept so that a program that swallows the error is caught when its
+    #: run ends.
+    violation: NondeterministicProgramError | None
+
+    def outside(self, source: str) -> NondeterministicProgramError:
+        """The error for a call of ``source`` (an entropy source) in the current run."""
+        ...
 
 _Allowed: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any]], bool]
 
@@ -45,9 +55,9 @@ _Target: TypeAlias = tuple[object, str, str, "_Allowed | None"]
 
 
 @cache
-def _targets() -> tuple[_Target, ...]:
+def guard_targets() -> tuple[_Target, ...]:
     """The entry points of the entropy sources, which keep no state to compare: the generators
-    with a state (``random``'s, numpy's legacy one, torch's) are checked by `_global_states`."""
+    with a state (``random``'s, numpy's legacy one, torch's) are checked by `global_states`."""
     out: list[_Target] = [(random.SystemRandom, name, f"random.SystemRandom.{name}", None)
                           for name in ("random", "getrandbits", "randbytes")]
     out += [(secrets, name, f"secrets.{name}", None)
@@ -59,7 +69,7 @@ def _targets() -> tuple[_Target, ...]:
     return tuple(out)
 
 
-class _Guard:
+class Guard:
     """While entered, draws from the process's global generators raise in this thread (see the
     module docstring). Guards nest; the entry points are replaced while at least one is entered
     (in any thread) and restored when the last one exits, exceptions included."""
@@ -68,14 +78,17 @@ class _Guard:
     _entered = 0
     _patches: ClassVar[list[tuple[object, str, object, bool]]] = []
     _wrappers: ClassVar[dict[tuple[int, str], tuple[object, Callable[..., Any]]]] = {}
-    _active: ClassVar[dict[int, list[_Guard]]] = {}
+    _active: ClassVar[dict[int, list[Guard]]] = {}
 
-    def __init__(self, engine: _Engine[Any], targets: tuple[_Target, ...] | None = None) -> None:
+    def __init__(self, engine: Violations, targets: tuple[_Target, ...] | None = None) -> None:
         self.engine = engine
-        self.targets = _targets() if targets is None else targets  # what the first guard patches
+        # what the first guard patches
+        self.targets = guard_targets() if targets is None else targets
         self.thread = threading.get_ident()
 
     def hit(self, source: str) -> NondeterministicProgramError:
+        """Record a call of ``source`` with the engine (the first one is kept) and return the
+        error to raise."""
         error = self.engine.outside(source)
         if self.engine.violation is None:
             self.engine.violation = error
@@ -84,11 +97,11 @@ class _Guard:
     @staticmethod
     def _wrapper(target: _Target, original: object) -> Callable[..., Any]:
         owner, name, source, allowed = target
-        cached = _Guard._wrappers.get((id(owner), name))
+        cached = Guard._wrappers.get((id(owner), name))
         if cached is not None and cached[0] is original:
             return cached[1]
         call = cast(Callable[..., Any], original)
-        active = _Guard._active
+        active = Guard._active
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             guards = active.get(threading.get_ident())
@@ -99,7 +112,7 @@ class _Guard:
         guarded.__name__ = getattr(original, "__name__", name)
         guarded.__doc__ = getattr(original, "__doc__", None)
         guarded.__wrapped__ = original  # type: ignore[attr-defined]
-        _Guard._wrappers[(id(owner), name)] = (original, guarded)
+        Guard._wrappers[(id(owner), name)] = (original, guarded)
         return guarded
 
     @staticmethod
@@ -111,46 +124,46 @@ class _Guard:
                 if original is None:
                     continue
                 own = not isinstance(owner, type) or name in vars(owner)
-                setattr(owner, name, _Guard._wrapper(target, original))
+                setattr(owner, name, Guard._wrapper(target, original))
                 # recorded once in place: a failed setattr leaves nothing to undo for it
-                _Guard._patches.append((owner, name, original, own))
+                Guard._patches.append((owner, name, original, own))
         except BaseException:
-            _Guard._restore()
+            Guard._restore()
             raise
 
     @staticmethod
     def _restore() -> None:
-        while _Guard._patches:
-            owner, name, original, own = _Guard._patches.pop()
+        while Guard._patches:
+            owner, name, original, own = Guard._patches.pop()
             if own:
                 setattr(owner, name, original)
             else:
                 delattr(owner, name)  # it was inherited: uncover the inherited one
 
-    def __enter__(self) -> _Guard:
-        with _Guard._lock:
-            if _Guard._entered == 0:
-                _Guard._install(self.targets)
-            _Guard._entered += 1
-        _Guard._active.setdefault(self.thread, []).append(self)
+    def __enter__(self) -> Guard:
+        with Guard._lock:
+            if Guard._entered == 0:
+                Guard._install(self.targets)
+            Guard._entered += 1
+        Guard._active.setdefault(self.thread, []).append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        guards = _Guard._active[self.thread]
+        guards = Guard._active[self.thread]
         guards.remove(self)
         if not guards:
-            del _Guard._active[self.thread]
-        with _Guard._lock:
-            _Guard._entered -= 1
-            if _Guard._entered == 0:
-                _Guard._restore()
+            del Guard._active[self.thread]
+        with Guard._lock:
+            Guard._entered -= 1
+            if Guard._entered == 0:
+                Guard._restore()
 
 
 #: Bytes of numpy's MT19937 state (624 32-bit words and the position).
 _MT19937_STATE_BYTES = 624 * 4 + 4
 
 
-def _global_states() -> dict[str, object]:
+def global_states() -> dict[str, object]:
     """The states of the global generators, which a draw through an entry point captured before
     the audit (out of the guard's reach) still changes."""
     legacy = np.random.mtrand._rand._bit_generator
@@ -166,6 +179,7 @@ def _global_states() -> dict[str, object]:
     return states
 
 
-def _changed(before: dict[str, object], after: dict[str, object]) -> list[str]:
+def changed_states(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """The generators (by name) whose state differs between two `global_states`."""
     return [name for name, state in after.items() if name in before and before[name] != state]
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, cast
 
-from ..base.randomness import check_probability, check_weights
+from ...base.randomness import check_probability, check_weights
 
-__all__ = ["exact_probabilities", "exact_row"]
+__all__ = ["exact_probabilities", "exact_probability", "exact_row"]
 
 
 
@@ -76,7 +76,7 @@ def exact_row(weights: Sequence[Fraction | float]) -> tuple[list[Fraction], bool
     return exact, inexact
 
 
-def _exact_probability(p: Fraction | float) -> tuple[Fraction, bool]:
+def exact_probability(p: Fraction | float) -> tuple[Fraction, bool]:
     """A Bernoulli probability as a `Fraction` (a float: its binary value), and whether it was
     a float."""
     check_probability(p)  # the rule `Sampler` applies

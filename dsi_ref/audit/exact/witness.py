@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, TypeAlias, cast
 
-from ..base.errors import InvalidAuditError
-from ..base.randomness import Key
+from ...base.errors import InvalidAuditError
+from ...base.randomness import Key
 
 __all__ = ["READABLE_DENOMINATOR", "Law", "Witness", "WitnessStep", "as_outcome",
            "check_program", "readable", "total_variation"]

@@ -1,59 +1,9 @@
-"""The exact interpreter of `Randomness`: a program's output law, with schedules quantified over.
+"""The exact checker's entry points: `exact_law`, `exact_distribution` and `exact_expectation`.
 
-`exact_distribution(program)` re-runs ``program(rng)`` replaying a prefix of choices and branching
-at the next one, until every path is explored; probabilities multiply as `Fraction`s.
-
-* At a probabilistic choice (``categorical``/``bernoulli``) the law is the mixture of the branches.
-* At a nondeterministic choice (``choose``) every option is explored and the options must lead to
-  the *same* law; otherwise the program is schedule-dependent and `ScheduleDependenceError` reports
-  a witness: the path to the choice, the two options and the laws they lead to. Hence the law is
-  only defined for schedule-robust programs, and computing it proves robustness (for every
-  scheduler that sees the whole history: the strongest adversary; `dsi_ref.audit.schedulers`
-  restricts what the scheduler may see).
-* Keyed draws (see `dsi_ref.base.randomness`) share one uniform per key: the enumerator keeps,
-  per key, the interval of ``u`` that the earlier draws left possible, and branches on
-  sub-intervals.
-* ``merge_point(state)`` calls made by decoders let paths that reach the same state share the
-  law of their continuation (dynamic programming instead of path enumeration).
-* Float weights are read as the `Fraction` of their binary value, normalised by their exact sum
-  (`exact_probabilities`, the one treatment of float rows that `target_distribution` shares).
-
-Laws are ``dict[value, Fraction]`` with zero-probability outcomes left out.
-
-The module is the public entry points (`exact_law`, `exact_distribution`, `exact_expectation`);
-the rest lives in one module per role, whose names it re-exports: `dsi_ref.audit.exact_witness`
-(laws, outcomes, witnesses), `dsi_ref.audit.exact_rows` (exact rows), `dsi_ref.audit.exact_engine`
-(the replaying interpreter) and `dsi_ref.audit.exact_guard` (randomness outside ``rng``).
-
-**Randomness outside ``rng``.** The law is only defined for a program that is a deterministic
-function of the choices it makes through ``rng``; anything else gets
-`NondeterministicProgramError`, never a verdict. Three detectors, all cheap on the path of a
-well-behaved program:
-
-1. *Replays are checked*: the choices a replay makes before it branches must be the choices (kind,
-   key, options and probabilities) recorded when that path was first run; a different or a
-   missing choice raises at once, naming the first choice that differed and the path before it.
-2. *The entropy sources are guarded* while the program runs (in the auditing thread only, and
-   restored afterwards, exceptions included): a call of ``os.urandom``/``os.getrandom``, of
-   ``secrets``, of ``random.SystemRandom`` or of ``numpy.random.default_rng()`` without a seed
-   raises, naming the function and the path so far. The error is also recorded, so a program
-   that swallows exceptions is caught when its run ends.
-3. *The global generators' states are compared*: the state of Python's ``random``, of numpy's
-   legacy global ``RandomState`` (``np.random.random()``, ``np.random.seed``, ...) and, when
-   torch is already imported, of torch's global generator (``torch.rand``, ``Tensor.uniform_``,
-   ``torch.manual_seed``, ...), before and after the exploration, and after any error. A draw
-   changes them, through whatever name it was made; then a second, diagnostic exploration
-   compares the states around every run and the error names the generator and the path of the
-   first run that changed it.
-
-Seeded generators the program makes for itself (``np.random.default_rng(seed)``,
-``random.Random(seed)``, a torch ``Generator``) are deterministic and allowed, as is numpy's and
-torch's arithmetic. The happy path pays two snapshots of the states and a dozen attribute swaps
-per `exact_distribution` call (tens of microseconds), and one comparison per replayed choice.
-
-What no detector sees: entropy read through an alias captured before the audit (``from os import
-urandom``), or a fresh unseeded generator (``np.random.PCG64()``, ``random.Random()``), whose
-values change neither a choice nor a global state, only the returned value. Draw through ``rng``.
+They check their arguments, run the engine (`dsi_ref.audit.exact.engine`) inside the guard of the
+entropy sources (`dsi_ref.audit.exact.guard`), compare the global generators' states around the
+exploration, and turn what the engine found into a law or an error (the package docstring,
+`dsi_ref.audit.exact`, says what each detector catches).
 """
 
 from __future__ import annotations
@@ -69,49 +19,19 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from ..base.errors import (
+from ...base.errors import (
     InvalidAuditError,
     NondeterministicProgramError,
-    PathLimitError,
     ScheduleDependenceError,
 )
-from ..base.randomness import SchedulerPolicy
-from ..base.validate import check_bool, check_choice, check_int
-from .exact_engine import _dead as _dead
-from .exact_engine import _Engine
-from .exact_guard import _changed, _global_states, _Guard
-from .exact_guard import _targets as _targets
-from .exact_rows import _exact_probability as _exact_probability
-from .exact_rows import exact_probabilities, exact_row
-from .exact_witness import READABLE_DENOMINATOR as READABLE_DENOMINATOR
-from .exact_witness import (
-    Law,
-    Witness,
-    WitnessStep,
-    as_outcome,
-    check_program,
-    readable,
-    total_variation,
-)
+from ...base.randomness import SchedulerPolicy
+from ...base.validate import check_bool, check_choice, check_int
+from .engine import Engine
+from .guard import Guard, changed_states, global_states, guard_targets
+from .witness import Law, check_program
 
-__all__ = [
-    "ExactLaw",
-    "Law",
-    "NondeterministicProgramError",
-    "PathLimitError",
-    "ScheduleDependenceError",
-    "Witness",
-    "WitnessStep",
-    "as_outcome",
-    "check_program",
-    "exact_distribution",
-    "exact_expectation",
-    "exact_law",
-    "exact_probabilities",
-    "exact_row",
-    "readable",
-    "total_variation",
-]
+__all__ = ["DEFAULT_MAX_CHOICES", "DEFAULT_MAX_PATHS", "PROGRESS_EVERY", "ExactLaw",
+           "exact_distribution", "exact_expectation", "exact_law"]
 
 V = TypeVar("V", bound=Hashable)
 
@@ -183,8 +103,8 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
     if scheduler is not None and not callable(scheduler):
         check_choice("scheduler", scheduler, (None, "first", "last"), error=InvalidAuditError)
 
-    def engine_(check_states: bool = False) -> _Engine[V]:
-        return _Engine(program, keyed, merge, max_paths, max_choices,
+    def engine_(check_states: bool = False) -> Engine[V]:
+        return Engine(program, keyed, merge, max_paths, max_choices,
                        first_witness=witness == "first", scheduler=scheduler,
                        check_states=check_states, max_runs=max_runs)
 
@@ -194,10 +114,10 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
         engine.bar = tqdm(desc="exact_distribution", unit=" runs", file=sys.stderr,
                           mininterval=0.5)
         engine.next_report = engine.progress_every
-    before = _global_states()
+    before = global_states()
     with _recursion_room(), _fewer_full_collections():
         try:
-            with _Guard(engine, _targets()):
+            with Guard(engine, guard_targets()):
                 try:
                     law = engine.solve()
                 finally:
@@ -208,11 +128,11 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
         except Exception as error:  # e.g. a replay gone astray: was a global generator drawn?
             if isinstance(error, NondeterministicProgramError) and error.source is not None:
                 raise
-            changed = _changed(before, _global_states())
+            changed = changed_states(before, global_states())
             if changed:
                 raise _locate(engine_(check_states=True), changed) from error
             raise
-        changed = _changed(before, _global_states())
+        changed = changed_states(before, global_states())
         if changed:
             raise _locate(engine_(check_states=True), changed)
     if engine.witnesses:
@@ -220,11 +140,11 @@ def exact_law(program: Callable[[Any], V], *, keyed: bool = True, merge: bool = 
     return ExactLaw({v: p for v, p in law.items() if p != 0}, engine.inexact, engine.longest)
 
 
-def _locate(engine: _Engine[Any], changed: list[str]) -> NondeterministicProgramError:
+def _locate(engine: Engine[Any], changed: list[str]) -> NondeterministicProgramError:
     """Explore again, comparing the global states around every run: the first run that changes
     one names the path."""
     try:
-        with _Guard(engine, _targets()):
+        with Guard(engine, guard_targets()):
             engine.solve()
     except NondeterministicProgramError as located:
         return located

@@ -1,8 +1,8 @@
 """The replaying interpreter of `Randomness` behind `dsi_ref.audit.exact`: runs, choices and merges.
 
-`_Engine.run` runs the program once on a `_Replay`, the `Randomness` that replays a prefix of
+`Engine.run` runs the program once on a `_Replay`, the `Randomness` that replays a prefix of
 choices (checking that each replayed choice is the one recorded when the path was first run) and
-takes option 0 at every new choice, recording it as an event; `_Engine.explore` walks the recorded
+takes option 0 at every new choice, recording it as an event; `Engine.explore` walks the recorded
 events depth first, re-running the program for every other option, and mixes the branches' laws
 (probabilistic choices) or requires them equal (the scheduler's ``choose``: else a `Witness`).
 Keyed draws split one uniform per key into intervals; ``merge_point`` calls let paths that reach
@@ -34,20 +34,20 @@ from fractions import Fraction
 from math import gcd, lcm
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from ..base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
-from ..base.randomness import (
+from ...base.errors import NondeterministicProgramError, PathLimitError, ScheduleDependenceError
+from ...base.randomness import (
     Key,
     check_bits,
     check_options,
     check_policy_index,
     check_probability,
 )
-from .exact_guard import _changed, _global_states
-from .exact_rows import _exact_probability, exact_row
-from .exact_uniform import ExactUniform, Unshared
-from .exact_witness import Law, Witness, WitnessStep, as_outcome, readable
+from .guard import changed_states, global_states
+from .rows import exact_probability, exact_row
+from .uniform import ExactUniform, Unshared
+from .witness import Law, Witness, WitnessStep, as_outcome, readable
 
-__all__: list[str] = []
+__all__ = ["Engine", "dead_key"]
 
 V = TypeVar("V", bound=Hashable)
 T = TypeVar("T")
@@ -128,7 +128,7 @@ class _MemoKey:
                 and self.key == other.key)
 
 
-def _dead(key: Key, committed: tuple[int, ...]) -> bool:
+def dead_key(key: Key, committed: tuple[int, ...]) -> bool:
     """A ``(role, position, context)`` key that no later decision can share: its position is
     decided, or its context contradicts the committed tokens."""
     if not (type(key) is tuple and len(key) == 3 and type(key[2]) is tuple):
@@ -145,7 +145,7 @@ class _Replay:
     its snapshot is restored to it when it enters, and the replay goes on from the jump's depth.
     """
 
-    def __init__(self, engine: _Engine[Any], prefix: tuple[int, ...],
+    def __init__(self, engine: Engine[Any], prefix: tuple[int, ...],
                  jump: _Checkpoint | None = None) -> None:
         self.engine = engine
         self.prefix = prefix
@@ -227,7 +227,7 @@ class _Replay:
             if key is not None and self.engine.keyed:
                 self.intervals[key] = intervals[pick]
             return values[pick]
-        p, inexact = _exact_probability(p)
+        p, inexact = exact_probability(p)
         if inexact:
             self.engine.inexact = True
         if key is not None and self.engine.keyed and key not in self.intervals:
@@ -257,7 +257,7 @@ class _Replay:
         return options[self._decide(_Node("choose", key, None, [_label(o) for o in options]))]
 
     def uniform(self, key: Key = None, bits: int | None = None) -> ExactUniform:
-        """A lazy uniform (`dsi_ref.audit.exact_uniform`): each comparison splits the interval
+        """A lazy uniform (`dsi_ref.audit.exact.uniform`): each comparison splits the interval
         of ``u(key)``; without a key (or ``keyed=False``) a uniform of its own."""
         bits = check_bits(bits)
         if key is None or not self.engine.keyed:
@@ -298,7 +298,7 @@ class _Replay:
                 self.unshared = jump.unshared
                 return
         if committed is not None and self.intervals:
-            for k in [k for k in self.intervals if _dead(k, committed)]:
+            for k in [k for k in self.intervals if dead_key(k, committed)]:
                 del self.intervals[k]
         if not self.engine.merge or self.depth < len(self.prefix):
             return
@@ -379,7 +379,7 @@ def _label(option: object) -> str:
 
 
 @dataclass
-class _Engine(Generic[V]):
+class Engine(Generic[V]):
     program: Callable[[Any], V]
     keyed: bool
     merge: bool
@@ -415,6 +415,9 @@ class _Engine(Generic[V]):
             self.bar.set_postfix(paths=self.paths, merged_states=len(self.memo), refresh=False)
 
     def branches(self, weights: Sequence[Fraction | float]) -> _Branches:
+        """A categorical draw's options (outcomes, probabilities, labels, CDF bins, whether a
+        weight was a float), cached by the row's identity (a tuple) or content (a list of
+        `Fraction` s)."""
         if not isinstance(weights, tuple):
             if type(weights) is not list or not all(type(w) is Fraction for w in weights):
                 return _branches(weights)
@@ -434,6 +437,7 @@ class _Engine(Generic[V]):
 
     # -- contract violations --------------------------------------------------------------------
     def outside(self, source: str) -> NondeterministicProgramError:
+        """The error for a call of the entropy source ``source`` in the current run."""
         path = self.current.path() if self.current is not None else ()
         return NondeterministicProgramError(
             f"the program drew randomness outside rng: it called {source}, {_after(path)}; "
@@ -443,6 +447,8 @@ class _Engine(Generic[V]):
 
     def diverged(self, replay: _Replay, recorded: _Node, now: _Node
                  ) -> NondeterministicProgramError:
+        """The error for a replay whose next choice is ``now`` where the path first made
+        ``recorded``."""
         path = replay.path()
         return NondeterministicProgramError(
             "the program is not a deterministic function of its draws (hidden state or "
@@ -451,6 +457,8 @@ class _Engine(Generic[V]):
             path=path)
 
     def run(self, prefix: tuple[int, ...], jump: _Checkpoint | None = None) -> list[_Event]:
+        """Run the program once, replaying ``prefix`` (from the checkpoint ``jump`` when it
+        is restored); the events of the run after the prefix."""
         self.runs += 1
         if self.max_runs is not None and self.runs > self.max_runs:
             raise PathLimitError(f"more than {self.max_runs} runs of the program; shrink the "
@@ -458,7 +466,7 @@ class _Engine(Generic[V]):
         if self.runs >= self.next_report:
             self.report()
         replay = self.current = _Replay(self, prefix, jump)
-        before = _global_states() if self.check_states else None
+        before = global_states() if self.check_states else None
         value: object
         try:
             value = self.program(replay)
@@ -471,7 +479,7 @@ class _Engine(Generic[V]):
                 raise self.violation from None
             raise
         finally:
-            if before is not None and (changed := _changed(before, _global_states())):
+            if before is not None and (changed := changed_states(before, global_states())):
                 raise NondeterministicProgramError(
                     f"the program drew randomness outside rng: the state of {changed[0]} "
                     f"changed during the run that made the choices {_steps(replay.path())}; draw "

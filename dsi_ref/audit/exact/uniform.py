@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-from ..base.errors import InvalidParameterError
+from ...base.errors import InvalidParameterError
 
 __all__ = ["ExactUniform", "Unshared"]
 
