@@ -52,8 +52,9 @@ from typing import Any
 import ray
 
 from dsi_ref.backends.ray import RayEngine, connect
-from dsi_ref.backends.torch.model import PRESETS, TorchLM
+from dsi_ref.backends.torch.model import TorchLM
 from dsi_ref.backends.torch.spec import ModelSpec
+from dsi_ref.backends.torch.transformer import PRESETS
 
 
 def _status_kb(field: str, pid: int | str = "self") -> int:

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import torch
 
-from dsi_ref.backends.torch.model import ModelConfig
+from dsi_ref.backends.torch.transformer import ModelConfig
 
 __all__ = ["assert_rows_close", "reduction_depth", "reorder_rtol"]
 

@@ -36,7 +36,8 @@ from dsi_ref.backends.ray import (  # noqa: E402
     ray_map,
     sample_parallel,
 )
-from dsi_ref.backends.torch.model import ModelConfig, TorchLM  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM  # noqa: E402
+from dsi_ref.backends.torch.transformer import ModelConfig  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
 

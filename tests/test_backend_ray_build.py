@@ -27,8 +27,10 @@ torch = pytest.importorskip("torch")
 from test_backend_exec_equivalence import PROMPT, N  # noqa: E402
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.torch.model import ModelConfig, TorchLM, build_pair  # noqa: E402
-from dsi_ref.backends.torch.spec import LazyLM, ModelSpec  # noqa: E402
+from dsi_ref.backends.torch.build import LazyLM, build_model  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch.spec import ModelSpec  # noqa: E402
+from dsi_ref.backends.torch.transformer import ModelConfig  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -56,14 +58,14 @@ def test_a_spec_builds_the_same_weights() -> None:
         spec = lm.spec()
         assert spec.device == "cpu" and spec.dtype == "fp64" and spec.preset == lm.config.name
         assert len(pickle.dumps(spec)) < 1000               # what crosses to an actor
-        built = spec.build()
+        built = build_model(spec)
         assert isinstance(built, TorchLM) and built.name == lm.name
         assert _same_model(built, lm)
     custom = TorchLM(ModelConfig(7, 8, 1, 2, 16, max_seq_len=12, name="custom"), seed=5,
                      dtype="fp32", eos=6)
     spec = custom.replica("cpu").spec()                     # a replica names its original
     assert (spec.preset, spec.seed, spec.dtype, spec.eos) == (custom.config, 5, "fp32", 6)
-    assert _same_model(spec.build(), custom)
+    assert _same_model(build_model(spec), custom)
 
 
 def test_mapped_weights_are_the_drawn_ones(tmp_path: Path) -> None:
@@ -74,7 +76,7 @@ def test_mapped_weights_are_the_drawn_ones(tmp_path: Path) -> None:
     ours, theirs = target.model.state_dict(), mapped.model.state_dict()
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
     spec = mapped.spec()
-    assert spec.weights == path and _same_model(spec.build(), target)
+    assert spec.weights == path and _same_model(build_model(spec), target)
     with pytest.raises(BackendError, match=r"torch\.float64 for torch\.float32"):
         TorchLM("tiny-target", weights=path, dtype="fp32")
     with pytest.raises(BackendError, match="do not fit tiny-drafter"):
@@ -143,7 +145,7 @@ def test_a_checkpoint_spec_loads_the_same_checkpoint(tmp_path: Path) -> None:
     assert (spec.checkpoint, spec.eos, spec.bos, spec.dtype) == (str(path.resolve()), 10, 1,
                                                                   "fp64")
     assert ModelSpec(checkpoint=str(path)).tokens() == ("target", 11, 10, 1)   # not loaded
-    assert _same_model(spec.build(), lm)
+    assert _same_model(build_model(spec), lm)
 
 
 # -- in Ray actors (slow: a Ray of its own) ------------------------------------------------------

@@ -18,13 +18,9 @@ from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ 
 
 from dsi_ref import Sampler  # noqa: E402
 from dsi_ref.backends.engine.vectorised import vectorised_rule  # noqa: E402
-from dsi_ref.backends.torch.model import (  # noqa: E402
-    PRESETS,
-    ModelConfig,
-    TorchLM,
-    build_pair,
-)
+from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.backends.torch.session import BatchedSession  # noqa: E402
+from dsi_ref.backends.torch.transformer import PRESETS, ModelConfig  # noqa: E402
 from dsi_ref.base.errors import BackendError  # noqa: E402
 from dsi_ref.base.models import validate_probs  # noqa: E402
 from dsi_ref.decoders.verification import VERIFY_RULES, as_rule  # noqa: E402

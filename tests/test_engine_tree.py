@@ -32,8 +32,9 @@ from float_bounds import assert_rows_close, reorder_rtol  # noqa: E402  (tests/ 
 
 import dsi_ref as dr  # noqa: E402
 from dsi_ref.backends.engine import Engine  # noqa: E402
-from dsi_ref.backends.torch.model import ModelConfig, TorchLM, build_pair  # noqa: E402
+from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.backends.torch.session import Session  # noqa: E402
+from dsi_ref.backends.torch.transformer import ModelConfig  # noqa: E402
 from dsi_ref.base.errors import BackendError, InvalidParameterError  # noqa: E402
 from dsi_ref.cli import main  # noqa: E402
 from dsi_ref.decoders.tree import TREE_VERIFY_RULES, tree_speculative  # noqa: E402

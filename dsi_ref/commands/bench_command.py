@@ -93,7 +93,7 @@ def _bench(args: argparse.Namespace) -> int:
         raise InvalidParameterError(f"--verify {args.verify} is a tree rule: pass --tree too "
                                     f"(without it, one of {', '.join(VERIFY_RULES)})")
     try:
-        from ..backends.torch.model import PRESETS
+        from ..backends.torch.transformer import PRESETS
     except ImportError as error:
         raise InvalidParameterError(f"dsi-ref bench needs the [torch] extra ({error}): pip "
                                     "install 'dsi-ref[torch]'") from None
@@ -103,7 +103,8 @@ def _bench(args: argparse.Namespace) -> int:
                                         f"directory); known presets: {', '.join(PRESETS)}")
     from ..backends.engine import Engine
     from ..backends.engine.measure import random_prompts
-    from ..backends.torch.model import TorchLM, canonical_device, describe_device, resolve_device
+    from ..backends.torch.model import TorchLM
+    from ..backends.torch.transformer import canonical_device, describe_device, resolve_device
 
     device = resolve_device(args.device)
     canonical_device(device)   # a CUDA device this machine lacks is a BackendError, now
@@ -158,7 +159,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _measure_and_run(engine: Any, target: Any, drafter: Any, prompts: list[tuple[int, ...]],
                      where: str, args: argparse.Namespace) -> int:
     from ..backends.engine.measure import measure_concurrency, measure_pair, measure_verify_cost
-    from ..backends.torch.model import canonical_device
+    from ..backends.torch.transformer import canonical_device
     from ..base.randomness import Sampler
 
     pair = measure_pair(target, drafter, prompts, args.new_tokens, seed=args.seed)

@@ -55,8 +55,9 @@ from ...decoders.dsi import DraftForward, DSIConfig, DSIRun, QueuePolicy, Task
 from ...decoders.speculative import STATS, ModelName, Rows, SIRun, SpeculativeConfig
 from ...decoders.tree import TreeRule, TreeVerifyRule
 from ...decoders.verification import Rule, VerifyRule
-from ..torch.model import TorchLM, canonical_device
+from ..torch.model import TorchLM
 from ..torch.session import BackendLM, BatchedSession, SessionLike
+from ..torch.transformer import canonical_device
 from .vectorised import vectorised_rule
 
 if TYPE_CHECKING:

@@ -68,8 +68,9 @@ from ...decoders.common import check_inputs
 from ...decoders.dsi import DSIConfig, QueuePolicy
 from ...decoders.verification import Rule, VerifyRule
 from ..engine.engine import Engine
+from ..torch.build import LazyLM
 from ..torch.session import BackendLM
-from ..torch.spec import LazyLM, ModelSpec
+from ..torch.spec import ModelSpec
 from .connect import check_seconds, connect
 from .pool import _ActorInbox, _ActorProxy, _RayDSI, _RayOutbox, _RemoteServer
 

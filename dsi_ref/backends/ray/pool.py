@@ -27,6 +27,7 @@ from ...base.errors import BackendError, ServerTimeoutError
 from ...base.result import Run
 from ...decoders.dsi import Task
 from ..engine.engine import _Job, _WallClockDSI
+from ..torch.build import build_model
 from ..torch.session import BackendLM
 from ..torch.spec import ModelSpec
 
@@ -44,7 +45,7 @@ class _TargetServer:
         import torch
 
         torch.set_num_threads(threads)
-        lm: BackendLM = model.build() if isinstance(model, ModelSpec) else model
+        lm: BackendLM = build_model(model) if isinstance(model, ModelSpec) else model
         if device is not None and torch.device(device) != lm.device:
             lm = lm.replica(device)
         self.session = lm.session(graphs=graphs, segments=segments)

@@ -22,23 +22,11 @@ import numpy as np
 import torch
 
 from ...base.errors import BackendError
-from .model import DTYPES, replicate
-from .spec import ModelSpec
+from .model import replicate
+from .spec import ModelSpec, special_tokens
+from .transformer import DTYPES
 
-__all__ = ["CheckpointLM", "CheckpointSession", "special_tokens"]
-
-
-def special_tokens(config_eos: Any, config_bos: Any, vocab_size: int, eos: int | None,
-                   bos: int | None) -> tuple[int | None, int]:
-    """A checkpoint's ``(eos, bos)``: the given ones, else its config's when each is one int
-    (else no EOS, BOS 0); `BackendError` for an id outside the vocabulary."""
-    eos = eos if eos is not None else (config_eos if isinstance(config_eos, int) else None)
-    bos = bos if bos is not None else (config_bos if isinstance(config_bos, int) else 0)
-    for label, token in (("eos", eos), ("bos", bos)):
-        if token is not None and not 0 <= token < vocab_size:
-            raise BackendError(f"{label}={token} is not a token id of a vocabulary of size "
-                               f"{vocab_size}")
-    return eos, bos
+__all__ = ["CheckpointLM", "CheckpointSession"]
 
 
 class CheckpointLM:

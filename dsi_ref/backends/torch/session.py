@@ -18,19 +18,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from ...base.errors import BackendError
 from ...base.validate import check_int
-from .model import MAX_GRAPH_LENGTH, KVCache, Transformer
+from .transformer import MAX_GRAPH_LENGTH, KVCache, Transformer
 
-if TYPE_CHECKING:
-    from .model import TorchLM
+__all__ = ["BackendLM", "BatchedSession", "NetworkLM", "Session", "SessionLike"]
 
-__all__ = ["BackendLM", "BatchedSession", "Session", "SessionLike"]
+
+class NetworkLM(Protocol):
+    """What a `Session` needs of its model (`dsi_ref.backends.torch.model.TorchLM`): the
+    network, the token prepended to every sequence, and a name for errors."""
+
+    name: str
+    bos: int
+    model: Transformer
 
 
 class SessionLike(Protocol):
@@ -151,7 +157,7 @@ class Session(_DeviceSession):
             (`rows_unless`). 1: not preemptible once started.
     """
 
-    def __init__(self, lm: TorchLM, *, graphs: bool | None = None, priority: int = 0,
+    def __init__(self, lm: NetworkLM, *, graphs: bool | None = None, priority: int = 0,
                  segments: int = 1) -> None:
         self.lm = lm
         self.model = lm.model
@@ -418,7 +424,7 @@ class BatchedSession(_DeviceSession):
         segments: layer segments per forward (preemption points, see `Session`).
     """
 
-    def __init__(self, lm: TorchLM, sp_degree: int, *, graphs: bool | None = None,
+    def __init__(self, lm: NetworkLM, sp_degree: int, *, graphs: bool | None = None,
                  segments: int = 1, priority: int = 0) -> None:
         check_int("sp_degree", sp_degree, error=BackendError)
         self.lm, self.model, self.sp_degree = lm, lm.model, sp_degree

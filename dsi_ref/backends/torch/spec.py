@@ -10,18 +10,18 @@ draws them from its seed on ``device`` (a generator draws differently on CPU and
 spec names the device the weights are *drawn* on; a server then moves them where it runs), and a
 checkpoint is the same files.
 
-`TorchLM.spec()` / `CheckpointLM.spec()` give the spec of a model already built. `LazyLM` is
-the driver's side of a spec: a `LanguageModel` that knows its vocabulary and special tokens at
-once and builds its weights only on its first forward, so a driver that runs DSI only (every
-target forward in the actors) never holds the target's weights.
+`TorchLM.spec()` / `CheckpointLM.spec()` give the spec of a model already built;
+`dsi_ref.backends.torch.build` builds a spec's model (`build_model`, or `LazyLM` on its first
+forward). A spec is a recipe and nothing else: ``tokens()`` tells a model's vocabulary and
+special tokens without building it (`special_tokens` reads a checkpoint's).
 
-This module imports neither torch nor Ray at import time (the backends it builds do, lazily).
+This module imports neither torch nor Ray at import time (its checks read the presets and the
+dtype names of `dsi_ref.backends.torch.transformer`, lazily).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,12 +29,9 @@ from typing import TYPE_CHECKING, Any
 from ...base.errors import BackendError
 
 if TYPE_CHECKING:
-    import torch
+    from .transformer import ModelConfig
 
-    from .checkpoint import CheckpointLM
-    from .model import ModelConfig, TorchLM
-
-__all__ = ["LazyLM", "ModelSpec"]
+__all__ = ["ModelSpec", "special_tokens"]
 
 
 @dataclass(frozen=True)
@@ -42,12 +39,13 @@ class ModelSpec:
     """How to build a model (exactly one of ``preset`` and ``checkpoint``).
 
     Args:
-        preset: a `TorchLM` preset name (`dsi_ref.backends.torch.model.PRESETS`) or a
+        preset: a `TorchLM` preset name (`dsi_ref.backends.torch.transformer.PRESETS`) or a
             `ModelConfig`.
         checkpoint: a local Hugging Face checkpoint directory (`CheckpointLM`); on a cluster,
             a path every node can read (a shared file system or the same copy on each node).
         seed: the `TorchLM` weights' seed (ignored for a checkpoint).
-        dtype: a dtype name of `dsi_ref.backends.torch.model.DTYPES` (``"bf16"``, ``"fp64"``...).
+        dtype: a dtype name of `dsi_ref.backends.torch.transformer.DTYPES` (``"bf16"``,
+            ``"fp64"``...).
         device: where a `TorchLM`'s weights are drawn, or a checkpoint is loaded.
         eos, bos: the special tokens (a checkpoint's default: its config's, as `CheckpointLM`).
         max_seq_len: a `TorchLM`'s ``max_seq_len`` override.
@@ -69,7 +67,7 @@ class ModelSpec:
         if (self.preset is None) == (self.checkpoint is None):
             raise BackendError("ModelSpec needs exactly one of preset= (a TorchLM preset or "
                                "ModelConfig) and checkpoint= (a checkpoint directory)")
-        from .model import DTYPES, PRESETS  # torch, here only: specs are built in code
+        from .transformer import DTYPES, PRESETS  # torch, here only: specs are built in code
 
         if self.dtype not in DTYPES:
             raise BackendError(f"ModelSpec: unknown dtype {self.dtype!r}; known: "
@@ -78,26 +76,10 @@ class ModelSpec:
             raise BackendError(f"ModelSpec: unknown model preset {self.preset!r}; known: "
                                f"{', '.join(PRESETS)}")
 
-    def build(self) -> TorchLM | CheckpointLM:
-        """The model (its weights drawn or loaded here: call it where the model is to live)."""
-        if self.checkpoint is not None:
-            from .checkpoint import CheckpointLM
-
-            return CheckpointLM(self.checkpoint, device=self.device, dtype=self.dtype,
-                                eos=self.eos, bos=self.bos)
-        from .model import TorchLM
-
-        assert self.preset is not None
-        return TorchLM(self.preset, seed=self.seed, device=self.device, dtype=self.dtype,
-                       eos=self.eos, bos=0 if self.bos is None else self.bos,
-                       max_seq_len=self.max_seq_len, weights=self.weights)
-
     def tokens(self) -> tuple[str, int, int | None, int]:
         """``(name, vocab_size, eos, bos)`` of the model, without building it (a checkpoint's
         ``config.json`` is read)."""
         if self.checkpoint is not None:
-            from .checkpoint import special_tokens
-
             path = Path(self.checkpoint)
             try:
                 config = json.loads((path / "config.json").read_text())
@@ -107,7 +89,7 @@ class ModelSpec:
             eos, bos = special_tokens(config.get("eos_token_id"), config.get("bos_token_id"),
                                       vocab, self.eos, self.bos)
             return path.name, vocab, eos, bos
-        from .model import PRESETS
+        from .transformer import PRESETS
 
         config = PRESETS[self.preset] if isinstance(self.preset, str) else self.preset
         assert config is not None
@@ -115,71 +97,14 @@ class ModelSpec:
             0 if self.bos is None else self.bos
 
 
-class LazyLM:
-    """A `ModelSpec`'s model, built on its first forward (see the module docstring).
-
-    ``name``, ``vocab_size``, ``eos``, ``bos`` and ``device`` come from the spec; ``probs``,
-    ``replica`` and the sessions' forwards build the model (once) and use it. A session made
-    before the build (`Engine` makes its target session at construction) builds on its first
-    use.
-    """
-
-    def __init__(self, spec: ModelSpec) -> None:
-        self.spec_ = spec
-        self.name, self.vocab_size, self.eos, self.bos = spec.tokens()
-        self._built: TorchLM | CheckpointLM | None = None
-
-    def __repr__(self) -> str:
-        state = "built" if self._built is not None else "not built"
-        return f"LazyLM({self.name}, {state})"
-
-    @property
-    def built(self) -> bool:
-        """Whether the weights were built (in this process)."""
-        return self._built is not None
-
-    def model(self) -> TorchLM | CheckpointLM:
-        """The model, built now if it was not."""
-        if self._built is None:
-            self._built = self.spec_.build()
-        return self._built
-
-    def spec(self) -> ModelSpec:
-        """The spec it builds from."""
-        return self.spec_
-
-    @property
-    def device(self) -> torch.device:
-        """Where the weights are (or will be) built."""
-        import torch
-
-        return torch.device(self.spec_.device)
-
-    def session(self, *, graphs: bool | None = None, priority: int = 0,
-                segments: int = 1) -> Any:
-        """A session that builds the model on its first use."""
-        return _LazySession(self, {"graphs": graphs, "priority": priority,
-                                   "segments": segments})
-
-    def replica(self, device: Any) -> Any:
-        """The built model's replica on ``device``."""
-        return self.model().replica(device)
-
-    def probs(self, prefix: Sequence[int]) -> tuple[float, ...]:
-        """The next-token distribution after ``prefix`` (builds the model)."""
-        return self.model().probs(prefix)
-
-
-class _LazySession:
-    """A session of a `LazyLM`, made (and the model built) on its first attribute use."""
-
-    def __init__(self, lm: LazyLM, options: dict[str, Any]) -> None:
-        self._lm, self._options = lm, options
-        self._session: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if self._session is None:
-            self._session = self._lm.model().session(**self._options)
-        return getattr(self._session, name)
+def special_tokens(config_eos: Any, config_bos: Any, vocab_size: int, eos: int | None,
+                   bos: int | None) -> tuple[int | None, int]:
+    """A checkpoint's ``(eos, bos)``: the given ones, else its config's when each is one int
+    (else no EOS, BOS 0); `BackendError` for an id outside the vocabulary."""
+    eos = eos if eos is not None else (config_eos if isinstance(config_eos, int) else None)
+    bos = bos if bos is not None else (config_bos if isinstance(config_bos, int) else 0)
+    for label, token in (("eos", eos), ("bos", bos)):
+        if token is not None and not 0 <= token < vocab_size:
+            raise BackendError(f"{label}={token} is not a token id of a vocabulary of size "
+                               f"{vocab_size}")
+    return eos, bos
