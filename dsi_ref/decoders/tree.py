@@ -49,8 +49,8 @@ the shape that `dsi_ref.base.randomness.merge_point` and the exact engine parse.
 
 Row arithmetic. Every step reads and builds rows only through `TreeRule`'s row methods (`law`,
 ``mass``, ``excess``, ``without``, ``as_row``, ``draw``, ``best``, ``most_likely``);
-`dsi_ref.backends.vectorised_tree` overrides those alone, with numpy on float64 rows, so the
-engine's tree rules are these rules (same numbers, same keyed draws).
+`dsi_ref.backends.engine.vectorised_tree` overrides those alone, with numpy on float64 rows, so
+the engine's tree rules are these rules (same numbers, same keyed draws).
 
 Rows as laws. A row stands for each entry over the row's sum (the library's convention:
 `dsi_ref.audit.exact.rows.exact_row`; ``rng.categorical`` draws that way). The sampling rules
@@ -158,7 +158,7 @@ class TreeRule:
     greedy = False
 
     # -- row arithmetic: every step below reads and builds rows through these, and only these
-    # (`dsi_ref.backends.vectorised_tree` overrides them with numpy on float64 rows) ----------
+    # (`dsi_ref.backends.engine.vectorised_tree` overrides them with numpy on float64 rows) ---
     def law(self, weights: Row, mass: Number | None = None) -> Row:
         """The law a row of weights stands for: `normalise` (a new row). ``mass``: ``Σ weights``
         (`mass`) when the caller has it, so that a faster row arithmetic need not sum again."""
