@@ -47,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dsi_ref as dr
 from dsi_ref.backends.engine import Engine
-from dsi_ref.backends.engine import engine as engine_module
+from dsi_ref.backends.engine.batched import BatchedDSI
+from dsi_ref.backends.engine.dsi import WallClockDSI
 from dsi_ref.backends.engine.measure import measure_batched_costs
 from dsi_ref.backends.torch.model import build_pair
 from dsi_ref.sim.batched import H100_LLAMA7B, BatchedCosts, predict
@@ -75,7 +76,8 @@ class Recorder:
 def instrument(engine: Engine, sp_degree: int, rec: list[Recorder],
                cost: Callable[[str, Any], float | None]) -> None:
     """Wrap the engine's sessions (timing, synthetic costs) and the DSI run's seams."""
-    session = engine.batched_server(sp_degree).session
+    pool = engine.batched_pool(sp_degree)
+    session = pool.session
     rows_batch = session.rows_batch
 
     def timed_batch(jobs: dict[int, tuple[Sequence[int], int]],
@@ -85,7 +87,7 @@ def instrument(engine: Engine, sp_degree: int, rec: list[Recorder],
         if rec:   # per slot, the oldest task submitted to it that was not preempted
             for slot in jobs:
                 queued = rec[-1].by_slot.get(slot, [])
-                while queued and queued[0] in engine.cancelled:
+                while queued and queued[0] in pool.cancelled:
                     queued.pop(0)
                 if queued:
                     ids.append(queued.pop(0))
@@ -112,7 +114,7 @@ def instrument(engine: Engine, sp_degree: int, rec: list[Recorder],
 
 def _patch_run(rec: list[Recorder]) -> Callable[[], None]:
     """Wrap the DSI run's seams (class-wide); returns the function that unwraps them."""
-    cls = engine_module._WallClockDSI
+    cls = WallClockDSI
     run_on, finish_rows, run = cls.run_on, cls.finish_rows, cls.run
 
     def restore() -> None:
@@ -140,11 +142,7 @@ def _patch_run(rec: list[Recorder]) -> Callable[[], None]:
         return out
 
     cls.run_on, cls.finish_rows, cls.run = on, finish, timed_run  # type: ignore[method-assign]
-    try:   # the redesigned loop runs its own `run` (dsi_ref/backends/engine/batched.py)
-        from dsi_ref.backends.engine import batched as engine_batched
-    except ImportError:
-        return restore
-    batched_run = engine_batched._BatchedDSI.run
+    batched_run = BatchedDSI.run        # the batched loop runs its own `run`
 
     def timed_batched_run(self: Any) -> Any:
         began = time.perf_counter()
@@ -153,11 +151,11 @@ def _patch_run(rec: list[Recorder]) -> Callable[[], None]:
             rec[-1].begin, rec[-1].end = began, time.perf_counter()
         return out
 
-    engine_batched._BatchedDSI.run = timed_batched_run  # type: ignore[method-assign]
+    BatchedDSI.run = timed_batched_run  # type: ignore[method-assign]
 
     def restore_both() -> None:
         restore()
-        engine_batched._BatchedDSI.run = batched_run  # type: ignore[method-assign]
+        BatchedDSI.run = batched_run  # type: ignore[method-assign]
 
     return restore_both
 

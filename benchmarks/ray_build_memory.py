@@ -99,7 +99,7 @@ def measure(preset: str, dtype: str, actors: int, ship: str, threads: int,
     built = time.perf_counter() - began
     engine = RayEngine(target, None, ship=ship, server_threads=threads, start_timeout=3600.0)
     try:
-        engine.servers(actors)
+        engine.pool(actors)
         pids = engine.server_pids()
         up = time.perf_counter() - began
         forward_s = None

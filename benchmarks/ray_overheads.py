@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/ray_overheads.py [--address HOST:PORT] [--repeats 200]
                                                  [--json PATH]
 
-Measured against one actor of `dsi_ref.backends.ray` (the `_TargetServer` class, the tiny
+Measured against one actor of `dsi_ref.backends.ray` (the `TargetServer` class, the tiny
 target built in the actor from its `ModelSpec`; medians over ``--repeats`` calls, after a
 warm-up):
 
@@ -116,10 +116,10 @@ def measure(repeats: int, vocab: int = 32000) -> dict[str, Any]:
         "cancel_queued_us": _cancel_us(probe, max(10, repeats // 10), running=False),
     }
     ray.kill(probe)
-    from dsi_ref.backends.ray.pool import _RemoteServer
+    from dsi_ref.backends.ray.server import RemoteServer
 
     target, _ = build_pair()        # the actor builds it from its spec, as RayEngine's do
-    server: Any = _RemoteServer.options(**options).remote(target.spec(), "cpu", 1, None, 1)
+    server: Any = RemoteServer.options(**options).remote(target.spec(), "cpu", 1, None, 1)
     context = (1, 2, 3, 4, 5)
     ray.get(server.rows.remote(context, 1))
     forwards: list[float] = []

@@ -25,8 +25,9 @@ torch = pytest.importorskip("torch")
 from test_backend_exec_equivalence import _replay  # noqa: E402  (tests/ is on sys.path)
 
 import dsi_ref as dr  # noqa: E402
-from dsi_ref.backends.engine.batched import _BatchedServer  # noqa: E402
-from dsi_ref.backends.engine.engine import Engine, _Job  # noqa: E402
+from dsi_ref.backends.engine import Engine  # noqa: E402
+from dsi_ref.backends.engine.batched import BatchedPool  # noqa: E402
+from dsi_ref.backends.engine.pool import Done, Job, Report, Skipped  # noqa: E402
 from dsi_ref.backends.torch.model import TorchLM, build_pair  # noqa: E402
 from dsi_ref.base.result import decision_kinds  # noqa: E402
 from dsi_ref.decoders.dsi import Task  # noqa: E402
@@ -53,31 +54,30 @@ class _GatedSession:
         return {slot: np.zeros((count, 2)) for slot, (_, count) in jobs.items()}
 
 
-def _job(task_id: int, frontier: bool = False) -> _Job:
-    return _Job(Task(task_id, 0, 0, (), frontier, 0), (1,), 1)
+def _job(task_id: int, frontier: bool = False) -> Job:
+    return Job(Task(task_id, 0, 0, (), frontier, 0), (1,), 1)
 
 
 def test_one_forward_carries_everything_ready_when_the_device_frees() -> None:
     session = _GatedSession()
-    cancelled: set[int] = set()
-    handed: list[list[tuple[str, int]]] = []
+    handed: list[list[tuple[type, int]]] = []
     done = threading.Event()
 
-    def committer(results: list[Any]) -> None:     # runs in the server thread
-        handed.append([(status, task.id) for status, task, _, _ in results])
-        if len(handed) == 1:                       # the next frontier task, on the results
-            server.inbox.put((0, _job(9, frontier=True)))
+    def committer(reports: list[Report]) -> None:  # runs in the pool's thread
+        handed.append([(type(report), report.task.id) for report in reports])
+        if len(handed) == 1:                       # the next frontier task, on the reports
+            pool.submit(0, _job(9, frontier=True))
         if len(handed) == 3:
             done.set()
 
-    server = _BatchedServer(session, queue.Queue(), cancelled)  # type: ignore[arg-type]
-    server.handler = committer
+    pool = BatchedPool(session)  # type: ignore[arg-type]
+    pool.handler = committer
     try:
-        server.inbox.put((0, _job(0, frontier=True)))
+        pool.submit(0, _job(0, frontier=True))
         assert session.started.get(timeout=30) == 1      # forward 1: the frontier task alone
-        cancelled.add(4)
+        pool.cancel(4)
         for slot, task_id in ((1, 1), (2, 2), (3, 4), (1, 3)):   # submitted mid-forward
-            server.inbox.put((slot, _job(task_id)))
+            pool.submit(slot, _job(task_id))
         session.release.put(None)
         assert session.started.get(timeout=30) == 2
         session.release.put(None)
@@ -85,29 +85,31 @@ def test_one_forward_carries_everything_ready_when_the_device_frees() -> None:
         session.release.put(None)
         assert done.wait(30)
     finally:
-        server.inbox.put(None)
-        server.thread.join(30)
+        pool.inbox.put(None)
+        pool.thread.join(30)
     # forward 2: the frontier task submitted on forward 1's results and every window ready
     # (task 4 was preempted: never runs); task 3 waits for its row's task 1
     assert session.calls == [[0], [0, 1, 2], [1]]
-    assert handed == [[("done", 0)], [("skipped", 4), ("done", 1), ("done", 2), ("done", 9)],
-                      [("done", 3)]]
+    assert handed == [[(Done, 0)], [(Skipped, 4), (Done, 1), (Done, 2), (Done, 9)],
+                      [(Done, 3)]]
 
 
 def test_a_stopped_server_serves_what_is_left_then_ends() -> None:
     session = _GatedSession()
-    outbox: queue.Queue[Any] = queue.Queue()
-    server = _BatchedServer(session, outbox, set())  # type: ignore[arg-type]
-    server.inbox.put((0, _job(0, frontier=True)))
+    pool = BatchedPool(session)  # type: ignore[arg-type]
+    pool.submit(0, _job(0, frontier=True))
     assert session.started.get(timeout=30) == 1
-    for item in ((1, _job(1)), (1, _job(2)), None):    # a row's two tasks, then stop
-        server.inbox.put(item)
+    for slot, task_id in ((1, 1), (1, 2)):             # a row's two tasks, then stop
+        pool.submit(slot, _job(task_id))
+    pool.inbox.put(None)
     for _ in range(3):
         session.release.put(None)
-    server.thread.join(30)
-    assert not server.thread.is_alive()
+    pool.thread.join(30)
+    assert not pool.thread.is_alive()
     assert session.calls == [[0], [1], [1]]
-    assert [outbox.get_nowait()[1].id for _ in range(3)] == [0, 1, 2]   # no handler: outbox
+    reports = [pool.next_report(block=False) for _ in range(4)]   # no handler: next_report
+    assert [type(r) for r in reports] == [Done, Done, Done, type(None)]
+    assert [r.task.id for r in reports if r is not None] == [0, 1, 2]
 
 
 @pytest.mark.parametrize("sp_degree, lookahead, seeds, rules", [
@@ -186,23 +188,23 @@ def test_the_profile_splits_a_run_by_hand() -> None:
 
 @pytest.mark.slow
 def test_the_profile_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from dsi_ref.backends.engine.batched import _BatchedDSI
-    from dsi_ref.backends.engine.engine import _WallClockDSI
+    from dsi_ref.backends.engine.batched import BatchedDSI
+    from dsi_ref.backends.engine.dsi import WallClockDSI
 
-    seams = (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run)
+    seams = (WallClockDSI.run_on, WallClockDSI.finish_rows, BatchedDSI.run)
     profile = _profile_script()
     assert profile.main(["--sleep", "--scale", "0.05", "--new-tokens", "8", "--runs", "1",
                          "--sp-degree", "2"]) == 0
     out = capsys.readouterr().out
     assert "forward (device busy)" in out and "DSI/SI measured / predicted" in out
-    assert (_WallClockDSI.run_on, _WallClockDSI.finish_rows, _BatchedDSI.run) == seams
+    assert (WallClockDSI.run_on, WallClockDSI.finish_rows, BatchedDSI.run) == seams
 
 
 def test_a_failing_forward_is_raised_in_the_run_and_the_next_run_works(
         pair: tuple[TorchLM, TorchLM]) -> None:
     target, drafter = pair
     with Engine(target, drafter, batched=True) as engine:
-        session = engine.batched_server(2).session
+        session = engine.batched_pool(2).session
         plain = session.rows_batch
         calls = 0
 

@@ -295,8 +295,7 @@ def test_servers_on_their_own_devices_commit_the_reference_decisions(
     # it exercises the per-device weight copies the way "cuda:1", "cuda:2" do on a GPU machine
     target, drafter = pair
     with Engine(target, drafter, server_devices=["cpu", "cpu:1"]) as engine:
-        servers = engine.servers(3)
-        models = [s.session.model for s in servers]  # type: ignore[union-attr]
+        models = [s.model for s in engine.threads.sessions(3)]  # type: ignore[attr-defined]
         assert models[0] is target.model and models[2] is target.model
         assert models[1] is not target.model
         _check_exact_match_and_rejection(engine, target, drafter, lookahead=2)

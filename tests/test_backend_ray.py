@@ -58,7 +58,7 @@ def ray_local() -> Iterator[None]:
 def engine(ray_local: None, pair: tuple[TorchLM, TorchLM]) -> Iterator[RayEngine]:
     # no replacement of killed actors: one costs seconds (tests/test_backend_ray_recovery.py)
     eng = RayEngine(*pair, max_replacements=0)
-    eng.servers(3)
+    eng.pool(3)
     yield eng
     eng.close()
 
@@ -115,7 +115,7 @@ def test_ray_dsi_preempts_by_cancellation(engine: RayEngine) -> None:
     assert run.stats["target_forward_us"] > 0
     commits = [e for e in run.trace if e.kind == "commit"]
     assert [e.positions[0] for e in commits] == list(range(24))
-    assert not engine.ray_outbox.calls      # nothing awaited after the run
+    assert not engine.ray_pool.calls      # nothing awaited after the run
 
 
 def test_an_unreachable_cluster_fails_fast_with_a_named_error(
@@ -176,8 +176,8 @@ def _kill_at(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
              slots: tuple[int, ...]) -> None:
     """Kill the actors serving ``slots`` just before the ``calls``-th actor call of the next run
     is sent."""
-    outbox = engine.ray_outbox
-    submit = outbox.submit
+    pool = engine.ray_pool
+    submit = pool.submit
     sent = [0]
 
     def killing(slot: int, job: Any) -> None:
@@ -187,7 +187,7 @@ def _kill_at(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
                 ray.kill(engine.actor_for(s), no_restart=True)
         submit(slot, job)
 
-    monkeypatch.setattr(outbox, "submit", killing)
+    monkeypatch.setattr(pool, "submit", killing)
 
 
 def test_a_server_killed_mid_run_leaves_the_run_correct(
@@ -196,13 +196,13 @@ def test_a_server_killed_mid_run_leaves_the_run_correct(
     target, drafter = pair
     expected = dr.autoregressive(target, PROMPT, N, dr.Sampler(3)).tokens
     _kill_at(engine, monkeypatch, 4, (2,))
-    killed = engine.slots[2]
+    killed = engine.fleet.slots[2].serving
     real = engine.dsi(PROMPT, N, dr.Sampler(3), lookahead=2, sp_degree=3, verify="exact_match")
     assert real.tokens == expected
-    if not engine.dead:     # every call to it was cancelled before its reply was read
+    if not engine.fleet.dead():     # every call to it was cancelled before its reply was read
         engine.dsi(PROMPT, N, dr.Sampler(4), lookahead=2, sp_degree=3, verify="exact_match")
-    assert engine.dead == {killed}             # the death was seen: a call was lost, sent again
-    assert killed not in engine.slots          # its slot moved to a live actor
+    assert engine.fleet.dead() == [killed]      # the death was seen: a call was lost, sent again
+    assert killed not in [s.serving for s in engine.fleet.slots]   # its slot moved to a live one
     monkeypatch.undo()
     for seed in range(2):   # rejection, on the two remaining actors: the reference decisions
         real = engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=3, sp_degree=3)

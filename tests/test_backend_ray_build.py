@@ -214,7 +214,7 @@ def test_actors_load_a_checkpoint_from_its_path(ray_local: None, tmp_path: Path)
     lm = CheckpointLM(_checkpoint(tmp_path / "target"))
     with RayEngine(lm, lm) as engine:                       # the drafter: the target itself
         assert isinstance(engine.shipped, ModelSpec) and engine.shipped.checkpoint
-        engine.servers(1)
+        engine.pool(1)
         assert _same_weights(engine, 0, lm)
         _close_rows(engine, 0, lm)
         run = engine.dsi(PROMPT, 6, dr.Sampler(0), lookahead=2, sp_degree=1,

@@ -47,7 +47,7 @@ def _engine(pair: tuple[TorchLM, TorchLM], servers: int,
     engine = RayEngine(*pair, **options)
     pids: list[int] = []
     try:
-        engine.servers(servers)
+        engine.pool(servers)
         pids = engine.server_pids()
         engine.dsi(PROMPT, 4, dr.Sampler(0), lookahead=2, sp_degree=servers,
                    verify="exact_match")
@@ -66,8 +66,8 @@ def _resume(pids: list[int]) -> None:
 def _freeze_at(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
                pids: list[int]) -> None:
     """SIGSTOP ``pids`` just before the ``calls``-th actor call of the next run is sent."""
-    outbox = engine.ray_outbox
-    submit = outbox.submit
+    pool = engine.ray_pool
+    submit = pool.submit
     sent = [0]
 
     def freezing(slot: int, job: Any) -> None:
@@ -77,7 +77,7 @@ def _freeze_at(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
                 os.kill(pid, signal.SIGSTOP)
         submit(slot, job)
 
-    monkeypatch.setattr(outbox, "submit", freezing)
+    monkeypatch.setattr(pool, "submit", freezing)
 
 
 def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
@@ -88,7 +88,7 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
     with _engine(pair, 3, task_timeout_floor=1.0, max_replacements=0) as (engine, pids):
         # one of 3 frozen mid-run: lost after the 1 s per-task deadline, its calls sent again;
         # the run commits non-SI's tokens
-        frozen = engine.slots[2]
+        frozen = engine.fleet.slots[2].serving
         _freeze_at(engine, monkeypatch, 4, [pids[2]])
         frozen_seen = 0
         for seed in (3, 4):     # the second run's warm-up finds it if every call was cancelled
@@ -98,8 +98,8 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
             assert real.tokens == expected
             frozen_seen += real.stats["frozen_servers"]
             monkeypatch.undo()
-        assert frozen_seen == 1 and engine.dead == {frozen}
-        assert frozen not in engine.slots           # its slot moved to a live actor
+        assert frozen_seen == 1 and engine.fleet.dead() == [frozen]
+        assert frozen not in [s.serving for s in engine.fleet.slots]   # its slot moved
         live = [pids[i] for i in range(2)]
 
         # the run's timeout (0.3 s) passes before the per-task deadline (1 s)
@@ -109,7 +109,7 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
         with pytest.raises(ServerTimeoutError, match=r"within its timeout of 0\.3 s"):
             engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=3, timeout=0.3)
         assert time.monotonic() - began < 10.0      # ended, not hung (the message names 0.3 s)
-        assert not engine.ray_outbox.calls and len(engine.dead) == 1
+        assert not engine.ray_pool.calls and len(engine.fleet.dead()) == 1
         with pytest.raises(BackendError, match="timeout"):
             engine.dsi(PROMPT, N, dr.Sampler(0), timeout=0.0)
         _resume(live)
@@ -121,7 +121,7 @@ def test_frozen_servers_are_lost_like_dead_ones_within_their_deadlines(
             engine.dsi(PROMPT, N, dr.Sampler(0), lookahead=2, sp_degree=3,
                        verify="exact_match")
         assert time.monotonic() - began < 5.0       # two deadlines of 1 s at most, in turn
-        assert not engine.ray_outbox.calls and len(engine.dead) == 3
+        assert not engine.ray_pool.calls and len(engine.fleet.dead()) == 3
 
 
 @pytest.mark.slow  # about 15 s: the default per-task deadline is 10 s

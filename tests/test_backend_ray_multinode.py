@@ -64,15 +64,15 @@ def kill_node_at(engine, calls):
     # server processes) just before the calls-th actor call of the next run is sent
     sid = {os.getsid(pid) for pid in engine.server_pids()}
     assert len(sid) == 1 and os.getsid(0) not in sid, sid
-    outbox = engine.ray_outbox
-    submit, sent = outbox.submit, [0]
+    pool = engine.ray_pool
+    submit, sent = pool.submit, [0]
     def killing(slot, job):
         sent[0] += 1
         if sent[0] == calls:
             for pid in session(sid.pop()):
                 os.kill(pid, signal.SIGKILL)
         submit(slot, job)
-    outbox.submit = killing
+    pool.submit = killing
     return sent
 
 
@@ -97,7 +97,7 @@ out = {}
 # schedule_timeout: a replacement waits that long for a node to host it (the new node 2)
 engine = engine_on_node2(start_timeout=90.0, schedule_timeout=60.0)
 try:
-    engine.servers(2)
+    engine.pool(2)
     out["on_node2"], out["dsi_ref_files"] = placed(engine)
     out["runs"] = []
     for verify in ("exact_match", "greedy"):
@@ -118,7 +118,7 @@ finally:
 # the new node killed mid-run too, with no replacement allowed: a named error
 engine = engine_on_node2(start_timeout=90.0, max_replacements=0)
 try:
-    engine.servers(2)
+    engine.pool(2)
     out["killed_again"] = run_killed(engine, 8, calls=4)
 finally:
     engine.close()

@@ -44,7 +44,7 @@ SP = 3
 def _engine(pair: tuple[TorchLM, TorchLM], **options: Any) -> Iterator[RayEngine]:
     engine = RayEngine(*pair, **options)
     try:
-        engine.servers(SP)
+        engine.pool(SP)
         engine.server_pids()                # every actor built
         yield engine
     finally:
@@ -58,8 +58,8 @@ def _expected(target: TorchLM, seed: int) -> tuple[int, ...]:
 def _at_call(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
              act: Any) -> None:
     """Call ``act()`` just before the ``calls``-th actor call of the next run is sent."""
-    outbox = engine.ray_outbox
-    submit = outbox.submit
+    pool = engine.ray_pool
+    submit = pool.submit
     sent = [0]
 
     def wrapped(slot: int, job: Any) -> None:
@@ -68,7 +68,7 @@ def _at_call(engine: RayEngine, monkeypatch: pytest.MonkeyPatch, calls: int,
             act()
         submit(slot, job)
 
-    monkeypatch.setattr(outbox, "submit", wrapped)
+    monkeypatch.setattr(pool, "submit", wrapped)
 
 
 def _run_until_lost(engine: RayEngine, target: TorchLM, lost: int) -> dict[str, int]:
@@ -81,9 +81,9 @@ def _run_until_lost(engine: RayEngine, target: TorchLM, lost: int) -> dict[str, 
         assert run.tokens == _expected(target, seed)
         for key in totals:
             totals[key] += run.stats[key]
-        if len(engine.dead) >= lost:
+        if len(engine.fleet.dead()) >= lost:
             break
-    assert len(engine.dead) == lost
+    assert len(engine.fleet.dead()) == lost
     return totals
 
 
@@ -94,12 +94,13 @@ def test_a_killed_server_is_replaced(ray_local: None, pair: tuple[TorchLM, Torch
                                      monkeypatch: pytest.MonkeyPatch, server_cpus: float) -> None:
     target, _ = pair
     with _engine(pair, server_cpus=server_cpus) as engine:
-        killed = engine.slots[1]
+        killed = engine.fleet.slots[1].serving
         _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(1), no_restart=True))
         totals = _run_until_lost(engine, target, 1)
-        assert totals["replaced_servers"] == 1 and engine.replaced == 1
+        assert totals["replaced_servers"] == 1 and engine.fleet.replaced == 1
         assert engine.recover() == SP                    # capacity is back
-        assert killed not in engine.live_actors() and engine.slots[1] == engine.home[1]
+        assert killed not in engine.fleet.live()
+        assert engine.fleet.slots[1].serving is engine.fleet.slots[1].home
         monkeypatch.undo()
         run = engine.dsi(PROMPT, N, dr.Sampler(9), lookahead=2, sp_degree=SP,
                          verify="exact_match")
@@ -113,7 +114,7 @@ def test_no_budget_no_replacement(ray_local: None, pair: tuple[TorchLM, TorchLM]
     with _engine(pair, max_replacements=0) as engine:
         _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(2), no_restart=True))
         totals = _run_until_lost(engine, target, 1)
-        assert totals["replaced_servers"] == 0 and not engine.joining
+        assert totals["replaced_servers"] == 0 and not engine.fleet.joining()
         assert engine.recover(timeout=1.0) == SP - 1     # capacity shrank, as before
 
 
@@ -129,7 +130,7 @@ def test_every_server_killed_with_budget_left_recovers(
 
         _at_call(engine, monkeypatch, 3, kill_all)
         totals = _run_until_lost(engine, target, SP)    # waits for the replacements
-        assert totals["replaced_servers"] == SP and engine.replaced == SP
+        assert totals["replaced_servers"] == SP and engine.fleet.replaced == SP
         assert engine.recover() == SP
         monkeypatch.undo()
         # the budget (SP) is spent: a further loss is not replaced, and losing all is an error
@@ -138,7 +139,7 @@ def test_every_server_killed_with_budget_left_recovers(
             for seed in range(2):
                 engine.dsi(PROMPT, N, dr.Sampler(seed), lookahead=2, sp_degree=SP,
                            verify="exact_match")
-        assert engine.replaced == SP and not engine.joining
+        assert engine.fleet.replaced == SP and not engine.fleet.joining()
 
 
 def test_a_frozen_server_is_replaced(ray_local: None, pair: tuple[TorchLM, TorchLM],
@@ -163,14 +164,15 @@ def test_an_unplaceable_replacement_is_dropped_then_a_named_error(
     target, _ = pair
     with _engine(pair, server_cpus=0.1, schedule_timeout=1.0) as engine:
         # from now on a server asks for more CPUs than Ray has: no replacement can be placed
-        monkeypatch.setattr(engine, "_bundle", lambda: {"CPU": 64.0})
+        monkeypatch.setattr(engine.fleet, "bundle", lambda: {"CPU": 64.0})
         _at_call(engine, monkeypatch, 4, lambda: ray.kill(engine.actor_for(0), no_restart=True))
         _run_until_lost(engine, target, 1)              # the run goes on with the live two
         engine.recover(timeout=60.0)                    # each replacement dropped after 1 s
-        assert engine.replaced == SP and not engine.joining   # the budget, spent on them
-        assert len(engine.live_actors()) == SP - 1
+        # the budget, spent on them
+        assert engine.fleet.replaced == SP and not engine.fleet.joining()
+        assert len(engine.fleet.live()) == SP - 1
     with _engine(pair, server_cpus=0.1, schedule_timeout=1.0) as engine:
-        monkeypatch.setattr(engine, "_bundle", lambda: {"CPU": 64.0})
+        monkeypatch.setattr(engine.fleet, "bundle", lambda: {"CPU": 64.0})
 
         def kill_all() -> None:
             for slot in range(SP):

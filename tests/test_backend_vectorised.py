@@ -229,7 +229,9 @@ def test_block_coins_at_the_boundary_follow_the_sequential_sum() -> None:
 def test_the_engine_runs_block_verification_vectorised() -> None:
     pytest.importorskip("torch")
     import dsi_ref as dr
-    from dsi_ref.backends.engine.engine import Engine, _WallClockDSI, _WallClockSI
+    from dsi_ref.backends.engine import Engine
+    from dsi_ref.backends.engine.dsi import WallClockDSI
+    from dsi_ref.backends.engine.si import WallClockSI
     from dsi_ref.backends.engine.vectorised import _VectorisedBlock, vectorised_rule
     from dsi_ref.backends.torch.model import build_pair
     from dsi_ref.decoders.dsi import DSIConfig
@@ -244,6 +246,7 @@ def test_the_engine_runs_block_verification_vectorised() -> None:
     custom = Custom()
     assert vectorised_rule(custom) is custom                  # a subclass keeps its own steps
     with Engine(*build_pair()) as engine:
-        si = _WallClockSI(engine, (1, 2), 4, dr.Sampler(0), SpeculativeConfig(3, "block"), True)
-        dsi = _WallClockDSI(engine, (1, 2), 4, dr.Sampler(0), DSIConfig(3, 2, verify="block"))
+        si = WallClockSI(engine, (1, 2), 4, dr.Sampler(0), SpeculativeConfig(3, "block"), True)
+        dsi = WallClockDSI(engine, engine.pool(2), (1, 2), 4, dr.Sampler(0),
+                           DSIConfig(3, 2, verify="block"))
         assert isinstance(si.rule, _VectorisedBlock) and isinstance(dsi.rule, _VectorisedBlock)

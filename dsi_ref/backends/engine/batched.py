@@ -10,7 +10,7 @@ join the very next forward instead of missing it. The drafter drafts continuousl
 calling thread; the run's state is shared under one lock, held by either thread only while it
 applies the reference's rules (never during a forward).
 
-Every rule is `dsi_ref.decoders.dsi.DSIRun`'s (inherited through `_WallClockDSI`): windows,
+Every rule is `dsi_ref.decoders.dsi.DSIRun`'s (inherited through `WallClockDSI`): windows,
 dispatch to the ``sp_degree`` servers (server 0 reserved for the frontier task), the queue, the
 committer and preemption. A task preempted before its forward starts never runs; a forward all
 of whose tasks are preempted stops at the next layer segment (with the committer between
@@ -24,38 +24,67 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from ...base.randomness import Randomness
 from ...base.result import Run
 from ...decoders.dsi import DSIConfig
 from ..torch.session import BatchedSession
-from .engine import _Clock, _Job, _WallClockDSI
+from .dsi import WallClockDSI
+from .pool import Done, Failed, Job, Preempted, Report, Skipped
+from .wallclock import Clock, EngineModels
 
-if TYPE_CHECKING:
-    from .engine import Engine
-
-#: What a server reports per task: (status, task, rows or error, forward seconds).
-Result = tuple[str, Any, Any, float]
+__all__ = ["BatchedDSI", "BatchedPool"]
 
 
-class _BatchedServer:
-    """All target servers as rows of one `BatchedSession`, served by one thread (module
-    docstring). ``handler`` (set by the run in progress) receives each forward's results in
-    this thread; without one they go to ``outbox``."""
+class BatchedPool:
+    """All target servers as rows of one `BatchedSession`, served by one thread (a `ServerPool`;
+    module docstring). ``handler`` (set by the run in progress) receives each forward's reports
+    in this thread; without one they wait for `next_report`."""
 
-    def __init__(self, session: BatchedSession, outbox: queue.Queue[Any],
-                 cancelled: set[int]) -> None:
-        self.session, self.outbox, self.cancelled = session, outbox, cancelled
-        self.inbox: queue.Queue[tuple[int, _Job] | None] = queue.Queue()
-        self.handler: Callable[[list[Result]], None] | None = None
+    def __init__(self, session: BatchedSession) -> None:
+        self.session = session
+        self.outbox: queue.Queue[Report] = queue.Queue()
+        self.cancelled: set[int] = set()
+        self.inbox: queue.Queue[tuple[int, Job] | None] = queue.Queue()
+        self.handler: Callable[[list[Report]], None] | None = None
         self.thread = threading.Thread(target=self._serve, name="dsi-target-batched",
                                        daemon=True)
         self.thread.start()
 
+    # -- the ServerPool interface ---------------------------------------------------------------
+    def begin(self) -> None:
+        """Forget the previous run's cancellations."""
+        self.cancelled.clear()
+
+    def submit(self, slot: int, job: Job) -> None:
+        """Queue ``job`` for row ``slot`` of a coming forward."""
+        self.inbox.put((slot, job))
+
+    def cancel(self, task_id: int) -> None:
+        """Flag ``task_id``: it is left out of the next forwards (`Skipped`), and a forward all
+        of whose tasks are flagged stops at its next segment (`Preempted`)."""
+        self.cancelled.add(task_id)
+
+    def next_report(self, block: bool) -> Report | None:
+        """The next report handed over while no ``handler`` was set."""
+        if block:
+            return self.outbox.get()
+        try:
+            return self.outbox.get_nowait()
+        except queue.Empty:
+            return None
+
+    def abandon(self) -> None:
+        """Nothing to do: the thread finishes the forward in flight."""
+
+    def close(self) -> None:
+        """Serve what was submitted, then stop the thread."""
+        self.inbox.put(None)
+        self.thread.join()
+
+    # -- the serving thread -----------------------------------------------------------------------
     def _serve(self) -> None:
-        deferred: list[tuple[int, _Job]] = []
+        deferred: list[tuple[int, Job]] = []
         stop = False                              # told to stop: serve what is left, then end
         while True:
             items, deferred = deferred, []
@@ -67,20 +96,20 @@ class _BatchedServer:
                     return
                 items.append(first)
             stop = self._drain(items) or stop
-            batch: dict[int, _Job] = {}
-            results: list[Result] = []
+            batch: dict[int, Job] = {}
+            reports: list[Report] = []
             for slot, job in items:
                 if job.task.id in self.cancelled:   # preempted before it started: never runs
-                    results.append(("skipped", job.task, None, 0.0))
+                    reports.append(Skipped(job.task))
                 elif slot in batch:                 # that row's previous task goes first
                     deferred.append((slot, job))
                 else:
                     batch[slot] = job
             if batch:
-                results += self._forward(batch)
-            self._hand_over(results)
+                reports += self._forward(batch)
+            self._hand_over(reports)
 
-    def _drain(self, items: list[tuple[int, _Job]]) -> bool:
+    def _drain(self, items: list[tuple[int, Job]]) -> bool:
         """Add every task submitted so far to ``items``; whether the server was told to stop."""
         while True:
             try:
@@ -91,7 +120,7 @@ class _BatchedServer:
                 return True
             items.append(item)
 
-    def _forward(self, batch: dict[int, _Job]) -> list[Result]:
+    def _forward(self, batch: dict[int, Job]) -> list[Report]:
         ids = [job.task.id for job in batch.values()]
         began = time.perf_counter()
         try:   # stops between segments once every task of the forward is preempted
@@ -99,67 +128,52 @@ class _BatchedServer:
                 {slot: (job.tokens, job.count) for slot, job in batch.items()},
                 lambda: all(i in self.cancelled for i in ids))
         except BaseException as error:
-            return [("error", job.task, error, 0.0) for job in batch.values()]
+            return [Failed(job.task, error) for job in batch.values()]
         seconds = time.perf_counter() - began
-        return [("done", job.task, rows[slot], seconds) if rows is not None
-                else ("preempted", job.task, None, seconds) for slot, job in batch.items()]
+        if rows is None:
+            return [Preempted(job.task, seconds) for job in batch.values()]
+        return [Done(job.task, rows[slot], seconds) for slot, job in batch.items()]
 
-    def _hand_over(self, results: list[Result]) -> None:
+    def _hand_over(self, reports: list[Report]) -> None:
         handler = self.handler
         if handler is not None:
-            handler(results)
+            handler(reports)
         else:
-            for result in results:
-                self.outbox.put(result)
+            for report in reports:
+                self.outbox.put(report)
 
 
-@dataclass(frozen=True)
-class _SlotInbox:
-    server: _BatchedServer
-    slot: int
+class BatchedDSI(WallClockDSI):
+    """`WallClockDSI` on a `BatchedPool`: the committer handles each forward's reports in the
+    pool's thread as soon as the forward ends (module docstring); the drafter drafts in this
+    thread. ``Run.stats`` adds ``forwards`` (batched target forwards) and ``batched_rows``
+    (tasks they carried) and ``committer_us`` (the pool thread's time in the committer)."""
 
-    def put(self, job: _Job) -> None:
-        self.server.inbox.put((self.slot, job))
-
-
-@dataclass(frozen=True)
-class _SlotProxy:
-    """Server ``slot`` of a `_BatchedServer`, as `_WallClockDSI` sees a server."""
-
-    inbox: _SlotInbox
-
-
-class _BatchedDSI(_WallClockDSI):
-    """`_WallClockDSI` on a `_BatchedServer`: the committer handles each forward's results in
-    the server's thread as soon as the forward ends (module docstring); the drafter drafts in
-    this thread. ``Run.stats`` adds ``forwards`` (batched target forwards) and ``batched_rows``
-    (tasks they carried) and ``committer_us`` (the server thread's time in the committer)."""
-
-    def __init__(self, engine: Engine, prompt: tuple[int, ...], max_new_tokens: int,
-                 rng: Randomness, config: DSIConfig) -> None:
-        super().__init__(engine, prompt, max_new_tokens, rng, config)
-        self.server = engine.batched_server(config.sp_degree)
+    def __init__(self, models: EngineModels, pool: BatchedPool, prompt: tuple[int, ...],
+                 max_new_tokens: int, rng: Randomness, config: DSIConfig) -> None:
+        super().__init__(models, pool, prompt, max_new_tokens, rng, config)
+        self.batched_pool = pool
         self.lock = threading.Condition()
         self.error: BaseException | None = None
         self.batched_forwards = 0
         self.batched_rows = 0
         self.committer_seconds = 0.0
 
-    def handle(self, results: list[Result]) -> None:
-        """The results of one forward (server thread): the committer's rules, under the lock."""
+    def handle(self, reports: list[Report]) -> None:
+        """The reports of one forward (pool thread): the committer's rules, under the lock."""
         began = time.perf_counter()
         with self.lock:
-            rows = sum(status in ("done", "preempted") for status, *_ in results)
+            rows = sum(isinstance(report, Done | Preempted) for report in reports)
             self.batched_forwards += rows > 0
             self.batched_rows += rows
-            for item in results:
+            for report in reports:
                 if self.error is not None or self.done:
                     self.in_flight -= 1    # after an error or the last commit: only counted
-                    if item[0] == "error" and self.error is None:
-                        self.error = item[2]
+                    if isinstance(report, Failed) and self.error is None:
+                        self.error = report.error
                     continue
                 try:
-                    self.handle_result(item)
+                    self.handle_report(report)
                 except BaseException as error:
                     self.error = error
             self.committer_seconds += time.perf_counter() - began
@@ -170,7 +184,7 @@ class _BatchedDSI(_WallClockDSI):
         return self.done
 
     def _wait(self) -> None:
-        """Wait (holding the lock) for the server thread's next hand-over."""
+        """Wait (holding the lock) for the pool thread's next hand-over."""
         assert self.clock is not None
         if not self.in_flight:
             raise RuntimeError("DSI event loop stalled: no draft to make and no task in flight "
@@ -180,11 +194,12 @@ class _BatchedDSI(_WallClockDSI):
         self.wait_seconds += self.clock() - waited
 
     def run(self) -> Run:
-        session = self.engine.drafter_session
-        self.server.handler = self.handle
+        """The drafter's loop in this thread, the committer in the pool's (module docstring)."""
+        session = self.models.drafter_session
+        self.batched_pool.handler = self.handle
         try:
             with self.lock:
-                self.clock = clock = _Clock(self.engine.device)
+                self.clock = clock = Clock(self.models.device)
                 if not self.done:
                     self.start_drafting()
                     self.submit(0, 0, frontier=True)
@@ -215,9 +230,9 @@ class _BatchedDSI(_WallClockDSI):
                     raise self.error
         finally:
             with self.lock:               # let the forwards in flight end before the next run
-                while self.in_flight and self.server.thread.is_alive():
+                while self.in_flight and self.batched_pool.thread.is_alive():
                     self.lock.wait(0.1)
-            self.server.handler = None
+            self.batched_pool.handler = None
         if self.error is not None:
             raise self.error
         return self.summary(latency, forwards=self.batched_forwards,

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -256,12 +257,12 @@ def measure_batched_costs(engine: Engine, sp_degree: int, lookahead: int, reps: 
     vocab = engine.target.vocab_size
     context = tuple(1 + i % (vocab - 1) for i in range(64 + lookahead + 1))
     target, drafter = engine.target_session, engine.drafter_session
-    batched = engine.batched_server(sp_degree).session
+    batched = engine.batched_pool(sp_degree).session
     tpot = _mean_ms(lambda: target.rows(context, 1), reps)
     verify = _mean_ms(lambda: target.rows(context, lookahead + 1), reps)
-    table = {b: _mean_ms(lambda b=b: batched.rows_batch(  # type: ignore[misc]
-        dict.fromkeys(range(b), (context, lookahead + 1))), reps)
-        for b in range(1, sp_degree + 1)}
+    table = {b: _mean_ms(partial(batched.rows_batch,
+                                 dict.fromkeys(range(b), (context, lookahead + 1))), reps)
+             for b in range(1, sp_degree + 1)}
     alone = _mean_ms(lambda: drafter.rows(context, 1), reps)
     stop = threading.Event()
 

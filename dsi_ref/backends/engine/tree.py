@@ -24,7 +24,7 @@ The rule is the reference's with its row arithmetic on numpy rows
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...base.errors import BackendError
 from ...base.randomness import Randomness
@@ -39,12 +39,8 @@ from ...decoders.tree import (
     check_tree,
 )
 from ..torch.session import Session
-from .engine import _Clock, _WallClockRecorder  # engine.py imports this module late
 from .vectorised_tree import vectorised_tree_rule
-
-if TYPE_CHECKING:
-
-    from .engine import Engine
+from .wallclock import Clock, EngineModels, WallClockRecorder
 
 __all__ = ["tree_speculative"]
 
@@ -53,15 +49,15 @@ class _WallClockTree(TreeRun):
     """`TreeRun` whose rows come from the engine's cached sessions: one target forward over the
     whole tree, one drafter forward per level (`Session.tree_rows`)."""
 
-    def __init__(self, engine: Engine, prompt: tuple[int, ...], max_new_tokens: int,
+    def __init__(self, models: EngineModels, prompt: tuple[int, ...], max_new_tokens: int,
                  rng: Randomness, tree: tuple[int, ...], rule: TreeRule) -> None:
-        super().__init__(engine.target, engine.drafter, prompt, max_new_tokens, rng, tree, rule,
+        super().__init__(models.target, models.drafter, prompt, max_new_tokens, rng, tree, rule,
                          DEFAULT_LATENCY)
-        self.engine = engine
-        self.target_session = _tree_session(engine.target_session, "target")
-        self.drafter_session = _tree_session(engine.drafter_session, "drafter")
+        self.device = models.device
+        self.target_session = _tree_session(models.target_session, "target")
+        self.drafter_session = _tree_session(models.drafter_session, "drafter")
         self.drafted: list[TreeNode] = []      # the nodes in the drafter's cache, in order
-        self.wall: _WallClockRecorder | None = None
+        self.wall: WallClockRecorder | None = None
 
     def layout(self, nodes: list[TreeNode]) -> tuple[list[int], list[int]]:
         """``(parents, tokens)`` of ``nodes`` (the tree's nodes below the root, each after its
@@ -106,7 +102,7 @@ class _WallClockTree(TreeRun):
 
     def run(self) -> Run:
         """`TreeRun.run` on the wall clock (started now)."""
-        self.wall = _WallClockRecorder(_Clock(self.engine.device), STATS)
+        self.wall = WallClockRecorder(Clock(self.device), STATS)
         self.rec, self.stats = self.wall, self.wall.stats
         return super().run()
 
@@ -119,15 +115,15 @@ def _tree_session(session: object, role: str) -> Session:
     return session
 
 
-def tree_speculative(engine: Engine, prompt: Sequence[int], max_new_tokens: int,
+def tree_speculative(models: EngineModels, prompt: Sequence[int], max_new_tokens: int,
                      rng: Randomness, *, tree: Sequence[int] = (2, 1),
                      verify: TreeVerifyRule | TreeRule = "rrs") -> Run:
-    """`dsi_ref.decoders.tree.tree_speculative` on ``engine``'s models, timed (`Engine`'s
+    """`dsi_ref.decoders.tree.tree_speculative` on an engine's models, timed (`Engine`'s
     ``tree_speculative``; see the module docstring)."""
     rule = vectorised_tree_rule(verify)
     widths = check_tree(tree)
-    prompt = check_inputs(engine.target, prompt, max_new_tokens, engine.drafter, rng=rng)
-    run = _WallClockTree(engine, prompt, max_new_tokens, rng, widths, rule)
+    prompt = check_inputs(models.target, prompt, max_new_tokens, models.drafter, rng=rng)
+    run = _WallClockTree(models, prompt, max_new_tokens, rng, widths, rule)
     run.target_session.rows(prompt, 1)                      # prefill both, untimed
     run.drafter_session.rows(prompt, 1)
     return run.run()

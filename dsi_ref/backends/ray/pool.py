@@ -1,110 +1,107 @@
-"""The Ray backend's target servers and the driver's side of their calls (`RayEngine`'s parts).
+"""The Ray backend's `ServerPool`: each job an actor call, with deadlines and lost calls resent.
 
-* `_TargetServer` (`_RemoteServer` as a Ray actor): one target server in its own process, with
-  its own copy of the target (built there from a `ModelSpec`, or unpickled) and its own session.
-* `_RayOutbox`: the thread engine's outbox (finished tasks) over actor calls, with the per-task
-  deadlines, and lost calls sent again to a live actor.
-* `_RayDSI`: `_WallClockDSI` whose preemption also cancels the actor call.
-
-The rules are documented with `RayEngine` (`dsi_ref.backends.ray`) and in docs/ray-backend.md.
+`RayPool` is what a wall-clock DSI run (`dsi_ref.backends.engine.dsi.WallClockDSI`) sees of the
+server actors of a `Fleet`: `submit` calls ``rows`` on the actor serving the slot, `cancel` is
+`ray.cancel` of the call (its `Preempted` report is ready at once: the reply is never read, so
+nothing it computed can be committed, and the run does not wait for Ray to confirm), and
+`next_report` waits for the next reply within the deadlines: an actor with calls in flight that
+answers none of them within its deadline is *frozen* and lost like a dead one; a call whose actor
+died is *lost* and sent again, with the same tokens, to a live actor (the same weights give the
+same rows). Every wait is bounded. The rules are `RayEngine`'s (`dsi_ref.backends.ray.engine`),
+documented in docs/ray-backend.md.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import queue
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 import ray
 import ray.exceptions
 
 from ...base.errors import BackendError, ServerTimeoutError
-from ...base.result import Run
 from ...decoders.dsi import Task
-from ..engine.engine import _Job, _WallClockDSI
-from ..torch.build import build_model
-from ..torch.session import BackendLM
-from ..torch.spec import ModelSpec
+from ..engine.pool import Done, Failed, Job, Preempted, Report
+from .fleet import Actor, Fleet
 
-if TYPE_CHECKING:
-    from .engine import RayEngine
-
-
-# -- the target servers ------------------------------------------------------------------------
-class _TargetServer:
-    """A target server in its own process: its own copy of the target model (built here from a
-    `ModelSpec`, or unpickled), its own session."""
-
-    def __init__(self, model: BackendLM | ModelSpec, device: str | None, segments: int,
-                 graphs: bool | None, threads: int) -> None:
-        import torch
-
-        torch.set_num_threads(threads)
-        lm: BackendLM = build_model(model) if isinstance(model, ModelSpec) else model
-        if device is not None and torch.device(device) != lm.device:
-            lm = lm.replica(device)
-        self.session = lm.session(graphs=graphs, segments=segments)
-
-    def rows(self, tokens: tuple[int, ...], count: int) -> tuple[np.ndarray | None, float]:
-        """The task's rows (``None`` when cancelled while running) and the forward's seconds."""
-        cancelled = ray.get_runtime_context().is_canceled
-        began = time.perf_counter()
-        rows = self.session.rows_unless(tokens, count, cancelled)
-        return rows, time.perf_counter() - began
-
-    def ping(self, payload: Any = None) -> Any:
-        """Return ``payload`` (round trips and transfers are measured with it)."""
-        return payload
-
-    def pid(self) -> int:
-        """The actor's process id."""
-        return os.getpid()
-
-
-_RemoteServer = ray.remote(_TargetServer)
+__all__ = ["RayPool"]
 
 
 @dataclass
 class _Call:
     """An actor call in flight: its task, the job (to send again if the actor dies), the slot,
-    the actor (index in `RayEngine.actors`)."""
+    the actor."""
 
     task: Task
-    job: _Job
+    job: Job
     slot: int
-    actor: int
+    actor: Actor
 
 
-class _RayOutbox:
-    """The thread engine's outbox (``get`` / ``get_nowait`` of finished tasks), over actor calls.
+class RayPool:
+    """A `ServerPool` over the actors of ``fleet`` (see the module docstring).
 
-    Items are ``(status, task, payload, seconds)`` as a thread server puts them: ``done`` (rows),
-    ``preempted`` (cancelled: no rows). A lost call still wanted goes to a live actor instead of
-    becoming an item; `ServerLostError` when none is left. Every wait is bounded: an actor
-    that does not answer within the per-task deadline is frozen, and lost like a dead one.
+    ``lost_tasks`` and ``frozen_servers`` count, over the pool's life, the calls lost with their
+    actor and the actors lost for missing their deadline. ``deadline`` (``time.monotonic``) and
+    ``timeout`` bound the run in progress (`check_deadline`).
     """
 
-    def __init__(self, engine: RayEngine) -> None:
-        self.engine = engine
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
         self.calls: dict[ray.ObjectRef[Any], _Call] = {}      # calls whose reply is awaited
-        self.ready: deque[tuple[str, Task, Any, float]] = deque()   # items of cancelled calls
+        self.ready: deque[Report] = deque()                   # reports of cancelled calls
         self.lost_tasks = 0
         self.frozen_servers = 0
-        self.since: dict[int, float] = {}   # actor -> its last reply, or the call sent while idle
-        self.deadline: float | None = None  # the run's (time.monotonic)
+        self.since: dict[Actor, float] = {}  # its last reply, or the call sent to it while idle
+        self.deadline: float | None = None   # the run's (time.monotonic)
         self.timeout: float | None = None
 
-    def submit(self, slot: int, job: _Job) -> None:
-        index = self.engine.slots[slot]
-        if all(call.actor != index for call in self.calls.values()):
-            self.since[index] = time.monotonic()
-        ref = self.engine.actors[index].rows.remote(job.tokens, job.count)
-        self.calls[ref] = _Call(job.task, job, slot, index)
+    # -- the ServerPool interface ---------------------------------------------------------------
+    def begin(self) -> None:
+        """Nothing to forget: a run ends with no call in flight (or abandons them)."""
+
+    def submit(self, slot: int, job: Job) -> None:
+        """Call ``rows`` on the actor serving ``slot``."""
+        actor = self.fleet.slots[slot].serving
+        if all(call.actor is not actor for call in self.calls.values()):
+            self.since[actor] = time.monotonic()
+        ref = actor.handle.rows.remote(job.tokens, job.count)
+        self.calls[ref] = _Call(job.task, job, slot, actor)
+
+    def cancel(self, task_id: int) -> None:
+        """`ray.cancel` the task's call and make its `Preempted` report ready now: the call's
+        reply (rows or `TaskCancelledError`) is never read, so nothing it computed can be
+        committed, and the run does not wait for Ray to confirm the cancellation (which may
+        come late)."""
+        for ref in [r for r, call in self.calls.items() if call.task.id == task_id]:
+            call = self.calls.pop(ref)
+            ray.cancel(ref)
+            self.ready.append(Preempted(call.task, 0.0))
+
+    def next_report(self, block: bool) -> Report | None:
+        """The next report: a cancelled call's, else the next reply (a lost call is sent again
+        instead of reported). With ``block``, waits within the deadlines; `ServerLostError`
+        (or `ServerTimeoutError`) when no actor is left, `ServerTimeoutError` past the run's
+        timeout."""
+        while True:
+            if self.ready:
+                return self.ready.popleft()
+            if block:
+                self.check_deadline()
+                self.fleet.admit()
+                if not self.calls:
+                    raise BackendError("no actor call in flight (a bug of the event loop)")
+                report = self._next(timeout=self._budget())
+            else:
+                if not self.calls or not ray.wait(list(self.calls), num_returns=1,
+                                                  timeout=0)[0]:
+                    return None
+                report = self._next(timeout=0)
+            if report is not None:
+                return report
 
     def abandon(self) -> None:
         """Cancel every call in flight and forget them (a run that raised)."""
@@ -114,6 +111,12 @@ class _RayOutbox:
         self.calls.clear()
         self.ready.clear()
 
+    def close(self) -> None:
+        """Forget every call (the actors are gone)."""
+        self.calls.clear()
+        self.ready.clear()
+
+    # -- deadlines --------------------------------------------------------------------------------
     def check_deadline(self) -> None:
         """`ServerTimeoutError` when the run's ``timeout`` has passed."""
         if self.deadline is not None and time.monotonic() >= self.deadline:
@@ -123,10 +126,10 @@ class _RayOutbox:
 
     def _budget(self) -> float:
         """Seconds until the next deadline: a server's (its per-task deadline, or
-        ``start_timeout`` for an actor that never answered), a replacement's (`admit`), or the
-        run's."""
-        ends = [self.since[call.actor] + self.engine.actor_deadline(call.actor)
-                for call in self.calls.values()] + self.engine.admission_checks()
+        ``start_timeout`` for an actor that never answered), a replacement's (`Fleet.admit`),
+        or the run's."""
+        ends = [self.since[call.actor] + self.fleet.deadline(call.actor)
+                for call in self.calls.values()] + self.fleet.admission_checks()
         if self.deadline is not None:
             ends.append(self.deadline)
         return max(0.0, min(ends) - time.monotonic())
@@ -134,51 +137,20 @@ class _RayOutbox:
     def _expire(self) -> None:
         """Lose every actor past its per-task deadline (frozen) and send its calls again."""
         self.check_deadline()
-        now, engine = time.monotonic(), self.engine
+        now, fleet = time.monotonic(), self.fleet
         frozen = sorted({call.actor for call in self.calls.values()
-                         if now - self.since[call.actor] >= engine.actor_deadline(call.actor)})
-        for index in frozen:
+                         if now - self.since[call.actor] >= fleet.deadline(call.actor)},
+                        key=lambda actor: actor.index)
+        for actor in frozen:
             self.frozen_servers += 1
-            engine.lose_actor(index, frozen_after=engine.actor_deadline(index))
-            for ref, call in [(r, c) for r, c in self.calls.items() if c.actor == index]:
+            fleet.lose(actor, frozen_after=fleet.deadline(actor))
+            for ref, call in [(r, c) for r, c in self.calls.items() if c.actor is actor]:
                 del self.calls[ref]
                 self.lost_tasks += 1
                 self.submit(call.slot, call.job)   # still wanted: on a live actor
 
-    def cancel(self, task_id: int) -> None:
-        """`ray.cancel` the task's call and hand the event loop its ``preempted`` item now: the
-        call's reply (rows or `TaskCancelledError`) is never read, so nothing it computed can
-        be committed, and the loop does not wait for Ray to confirm the cancellation (which
-        may come late)."""
-        for ref in [r for r, call in self.calls.items() if call.task.id == task_id]:
-            call = self.calls.pop(ref)
-            ray.cancel(ref)
-            self.ready.append(("preempted", call.task, None, 0.0))
-
-    def get(self) -> tuple[str, Task, Any, float]:
-        while True:
-            if self.ready:
-                return self.ready.popleft()
-            self.check_deadline()
-            self.engine.admit()
-            if not self.calls:
-                raise BackendError("no actor call in flight (a bug of the event loop)")
-            item = self._next(timeout=self._budget())
-            if item is not None:
-                return item
-
-    def get_nowait(self) -> tuple[str, Task, Any, float]:
-        while True:
-            if self.ready:
-                return self.ready.popleft()
-            if not self.calls or not ray.wait(list(self.calls), num_returns=1, timeout=0)[0]:
-                raise queue.Empty
-            item = self._next(timeout=0)
-            if item is not None:
-                return item
-
-    def _next(self, timeout: float | None) -> tuple[str, Task, Any, float] | None:
-        """The next finished call as an item, or ``None`` when it was lost and sent again (or
+    def _next(self, timeout: float | None) -> Report | None:
+        """The next finished call's report, or ``None`` when it was lost and sent again (or
         none finished within ``timeout`` seconds: frozen actors were lost)."""
         if not self.calls:
             raise BackendError("no actor call in flight (a bug of the event loop)")
@@ -190,53 +162,51 @@ class _RayOutbox:
         call = self.calls.pop(ref)
         self.since[call.actor] = time.monotonic()
         try:
-            rows, seconds = ray.get(ref, timeout=self.engine.task_deadline())
+            rows, seconds = ray.get(ref, timeout=self.fleet.task_deadline())
         except ray.exceptions.TaskCancelledError:
-            return ("preempted", call.task, None, 0.0)
+            return Preempted(call.task, 0.0)
         except ray.exceptions.RayActorError:
             self.lost_tasks += 1
-            self.engine.lose_actor(call.actor)    # (its slot may have moved already)
-            self.submit(call.slot, call.job)   # still wanted: the same job on a live actor
+            self.fleet.lose(call.actor)          # (its slot may have moved already)
+            self.submit(call.slot, call.job)     # still wanted: the same job on a live actor
             return None
         except ray.exceptions.RayError as error:
-            return ("error", call.task, BackendError(f"target server failed: {error}"), 0.0)
-        self.engine.observe(seconds)
-        self.engine.answered.add(call.actor)
+            return Failed(call.task, BackendError(f"target server failed: {error}"))
+        self.fleet.observe(seconds)
+        call.actor.answered = True
         if rows is None:
-            return ("preempted", call.task, None, seconds)
-        return ("done", call.task, rows, seconds)
+            return Preempted(call.task, seconds)
+        return Done(call.task, rows, seconds)
 
-
-@dataclass(frozen=True)
-class _ActorInbox:
-    outbox: _RayOutbox
-    slot: int
-
-    def put(self, job: _Job) -> None:
-        self.outbox.submit(self.slot, job)
-
-
-@dataclass(frozen=True)
-class _ActorProxy:
-    """Server ``slot`` as `_WallClockDSI` sees a server: an inbox that calls its actor."""
-
-    inbox: _ActorInbox
-
-
-class _RayDSI(_WallClockDSI):
-    """`_WallClockDSI` whose servers are actors: preemption also cancels the actor call."""
-
-    def preempt(self, task: Task, why: str) -> None:
-        super().preempt(task, why)
-        outbox = self.outbox
-        assert isinstance(outbox, _RayOutbox)
-        outbox.cancel(task.id)
-
-    def run(self) -> Run:
-        outbox = self.outbox
-        assert isinstance(outbox, _RayOutbox)
-        try:
-            return super().run()
-        except BaseException:
-            outbox.abandon()
-            raise
+    # -- before a run -----------------------------------------------------------------------------
+    def warm_up(self, prompt: tuple[int, ...], sp_degree: int) -> None:
+        """Prefill the live servers of the first ``sp_degree`` slots on the prompt, each within
+        its deadline (``start_timeout`` for an actor that never answered, else the per-task
+        deadline): one that misses it is frozen and lost (`ServerTimeoutError` when none is
+        left)."""
+        fleet = self.fleet
+        live = [a for a in dict.fromkeys(s.serving for s in fleet.slots[:sp_degree])
+                if not a.dead]
+        began = time.monotonic()
+        pending = {a.handle.rows.remote(prompt, 1): a for a in live}
+        ends = {ref: began + fleet.deadline(a) for ref, a in pending.items()}
+        while pending:
+            self.check_deadline()
+            end = min([*ends.values(), *([self.deadline] if self.deadline else [])])
+            done, _ = ray.wait(list(pending), num_returns=1,
+                               timeout=max(0.0, end - time.monotonic()))
+            if done:
+                actor = pending.pop(done[0])
+                del ends[done[0]]
+                # a dead actor is found, and replaced, by the run's first call to it
+                with contextlib.suppress(ray.exceptions.RayActorError):
+                    _, seconds = ray.get(done[0], timeout=fleet.task_deadline())
+                    actor.answered = True
+                    fleet.observe(seconds)
+                continue
+            now = time.monotonic()
+            for ref in [r for r, e in ends.items() if e <= now]:
+                actor = pending.pop(ref)
+                del ends[ref]
+                self.frozen_servers += 1
+                fleet.lose(actor, frozen_after=now - began)
