@@ -12,6 +12,7 @@ execution).
 * Only ``dsi_ref.backends`` imports torch / transformers / ray / vllm / llama_cpp; nothing imports
   ``dsi_ref.backends`` except the top floor, and only lazily (inside a function), so the core
   works without torch.
+* No import circle, and no private name (``_x``) imported from another module, anywhere.
 """
 
 from __future__ import annotations
@@ -170,3 +171,100 @@ def test_layering_checker_flags_each_forbidden_import(module: str, source: str,
 ])
 def test_layering_checker_allows_each_permitted_import(module: str, source: str) -> None:
     assert [v for imp in imports_of(source, module, False) for v in violations(imp)] == []
+
+
+# -- import circles and private names (issue 33, point 5) ------------------------------------------
+#: Where import circles and private names imported across modules are forbidden: everywhere
+#: (issue 33 found 5 circles and 40 private names imported across modules). Every import counts:
+#: at module level, inside a function, under ``TYPE_CHECKING``. Importing a module runs its
+#: package's ``__init__`` first; that implicit import is no edge, so an ``__init__`` may re-export
+#: its modules' names.
+STRICT = PACKAGES
+
+
+def module_graph(imports: list[Import], modules: set[str]) -> dict[str, set[str]]:
+    """Module -> the modules it imports (an imported name counts as its module)."""
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for imp in imports:
+        target = imp.target if imp.target in modules else imp.target.rpartition(".")[0]
+        if target in modules and target != imp.module:
+            graph.setdefault(imp.module, set()).add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected components of two modules or
+    more (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            child = next(edges, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def private_imports(imports: list[Import], modules: set[str]) -> list[str]:
+    """``module imports source._name`` for each private name imported from another module."""
+    out = []
+    for imp in imports:
+        source, _, name = imp.target.rpartition(".")
+        if (source in modules and source != imp.module and imp.target not in modules
+                and name.startswith("_") and not name.startswith("__")):
+            out.append(f"{imp.module}:{imp.line} imports {source}.{name}")
+    return out
+
+
+def _modules() -> set[str]:
+    return {_module_name(path) for package in PACKAGES for path in (ROOT / package).rglob("*.py")}
+
+
+def test_no_import_circle() -> None:
+    graph = module_graph(all_imports(), _modules())
+    found = [c for c in circles(graph) if any(m.startswith(STRICT) for m in c)]
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    found = [p for p in private_imports(all_imports(), _modules())
+             if p.startswith(STRICT) or any(f" imports {s}" in p for s in STRICT)]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_the_circle_and_private_name_checks_find_what_they_look_for() -> None:
+    modules = {"pkg.a", "pkg.b", "pkg.c", "pkg.d"}
+    imports = [*imports_of("from .b import x", "pkg.a", False),
+               *imports_of("def f():\n    from .c import y", "pkg.b", False),   # lazy counts
+               *imports_of("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                           "    from .a import z", "pkg.c", False),
+               *imports_of("from .a import _hidden, shown", "pkg.d", False)]
+    assert circles(module_graph(imports, modules)) == [["pkg.a", "pkg.b", "pkg.c"]]
+    assert private_imports(imports, modules) == ["pkg.d:1 imports pkg.a._hidden"]
+    assert circles(module_graph(imports[:2], modules)) == []

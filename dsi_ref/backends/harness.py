@@ -117,7 +117,7 @@ def _load_callable(entry: str) -> Callable[[], Any]:
     except Exception as error:  # the user's module failed while importing: say so in one line
         raise InvalidParameterError(f"entry point {entry!r}: importing {module_name!r} failed: "
                                     f"{type(error).__name__}: {error}") from None
-    target: Any = module
+    target: object = module
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise InvalidParameterError(f"entry point {entry!r}: module {module_name!r} has no "
@@ -126,7 +126,7 @@ def _load_callable(entry: str) -> Callable[[], Any]:
     if not callable(target):
         raise InvalidParameterError(f"entry point {entry!r}: {attribute!r} is a "
                                     f"{type(target).__name__}, not a callable")
-    return target  # type: ignore[no-any-return]
+    return target
 
 
 def load_engine(entry: Entry) -> EngineUnderTest:
@@ -330,9 +330,9 @@ def torch_si_greedy() -> EngineUnderTest:
 
 
 def _hf(do_sample: bool) -> EngineUnderTest:
-    from .hf.generators import _GREEDY_PROMPT, Cell, cell_sampler, reference_model
+    from .hf.generators import GREEDY_PROMPT, Cell, cell_sampler, reference_model
 
-    prompt = (0, 1) if do_sample else _GREEDY_PROMPT
+    prompt = (0, 1) if do_sample else GREEDY_PROMPT
     cell = Cell("AssistedCandidateGenerator", do_sample, prompt=prompt)
     import transformers
 

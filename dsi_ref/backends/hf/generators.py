@@ -67,6 +67,7 @@ __all__ = [
     "CELLS",
     "FAST_CELLS",
     "GENERATORS",
+    "GREEDY_PROMPT",
     "ID_VOCAB_ORDER",
     "NOT_DRIVEN",
     "USD_VOCAB_ORDER",
@@ -212,7 +213,7 @@ _GREEDY_SETTINGS = (Settings(), Settings(repetition_penalty=2))
 #: Greedy cells start from (0, 2): after (0, 1) the penalised target has a tie (no argmax). On
 #: these toys the penalty never changes the greedy sequence (checked over every prompt of length
 #: 2 and 3), so a greedy cell with it checks that the penalty breaks nothing, not that it applies.
-_GREEDY_PROMPT = (0, 2)
+GREEDY_PROMPT = (0, 2)
 
 
 def _cells() -> tuple[Cell, ...]:
@@ -227,7 +228,7 @@ def _cells() -> tuple[Cell, ...]:
         if generator == "UniversalSpeculativeDecodingGenerator":  # the control of USD_FINDING
             cells.append(Cell(generator, True, Settings(), vocab_order=ID_VOCAB_ORDER))
         if greedy:
-            cells += [Cell(generator, False, s, prompt=_GREEDY_PROMPT) for s in _GREEDY_SETTINGS]
+            cells += [Cell(generator, False, s, prompt=GREEDY_PROMPT) for s in _GREEDY_SETTINGS]
     return tuple(cells)
 
 

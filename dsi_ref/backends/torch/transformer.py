@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +54,6 @@ __all__ = [
 
 #: Captured CUDA-graph query lengths are powers of two up to this (longer inputs are chunked).
 MAX_GRAPH_LENGTH = 64
-
 
 
 @dataclass(frozen=True)
@@ -117,18 +117,26 @@ class ModelConfig:
         return 2 * v * d + self.n_layers * block + d + 2 * v * self.shared_rank
 
 
-_SHARED = {"shared_rank": 64, "shared_scale": 12.0, "shared_seed": 1234}
-_TINY_SHARED = {"shared_rank": 4, "shared_scale": 4.0, "shared_seed": 7}
+class _SharedHead(TypedDict):
+    """The shared bigram head's fields of `ModelConfig` (one per family of presets)."""
+
+    shared_rank: int
+    shared_scale: float
+    shared_seed: int
+
+
+_SHARED: _SharedHead = {"shared_rank": 64, "shared_scale": 12.0, "shared_seed": 1234}
+_TINY_SHARED: _SharedHead = {"shared_rank": 4, "shared_scale": 4.0, "shared_seed": 7}
 
 #: Built-in configurations. Shapes follow public models: TinyLlama-1.1B, Llama-2-7B, Vicuna-68M.
 PRESETS: dict[str, ModelConfig] = {
-    "llama-7b": ModelConfig(32000, 4096, 32, 32, 11008, name="llama-7b", **_SHARED),  # type: ignore[arg-type]
-    "llama-1b": ModelConfig(32000, 2048, 22, 32, 5632, name="llama-1b", **_SHARED),  # type: ignore[arg-type]
-    "llama-68m": ModelConfig(32000, 768, 2, 12, 3072, name="llama-68m", **_SHARED),  # type: ignore[arg-type]
+    "llama-7b": ModelConfig(32000, 4096, 32, 32, 11008, name="llama-7b", **_SHARED),
+    "llama-1b": ModelConfig(32000, 2048, 22, 32, 5632, name="llama-1b", **_SHARED),
+    "llama-68m": ModelConfig(32000, 768, 2, 12, 3072, name="llama-68m", **_SHARED),
     "tiny-target": ModelConfig(11, 32, 2, 4, 64, max_seq_len=128, name="tiny-target",
-                               **_TINY_SHARED),  # type: ignore[arg-type]
+                               **_TINY_SHARED),
     "tiny-drafter": ModelConfig(11, 16, 1, 2, 32, max_seq_len=128, name="tiny-drafter",
-                                **_TINY_SHARED),  # type: ignore[arg-type]
+                                **_TINY_SHARED),
 }
 
 
