@@ -21,14 +21,10 @@ matter here, and the explicit ``top_k = 2`` cells exercise the cut):
 
 * target and drafter: seeded bigram `TableLM`s with zeros, wrapped by `to_hf` (logits = exact
   log-probabilities);
-* `EarlyExitToyLM`: one HF model whose logits are the target's with all its layers and the
-  drafter's when ``config.num_hidden_layers`` is lowered to the early-exit layer (what
-  ``EarlyExitCandidateGenerator`` does);
-* `BigramHeadLM`: the drafter as an embedding + LM head (one-hot embedding, head weights = the
-  drafter's log-probabilities), which universal speculative decoding needs (it prunes the head);
-* `word_tokenizer`: toy ``PreTrainedTokenizerFast`` (word-level, built in code) for the
-  different-tokenizer generators: the assistant's vocabulary is the target's words in another id
-  order plus one word the target lacks.
+* the early-exit model, the bigram-head drafter that universal speculative decoding prunes, and
+  the word-level tokenizers of the different-tokenizer generators (the assistant's vocabulary is
+  the target's words in another id order plus one word the target lacks): built in code by
+  `dsi_ref.backends.hf.toys`.
 
 Generators that cannot be driven here are listed in `NOT_DRIVEN` with the exact reason.
 """
@@ -44,8 +40,6 @@ from typing import Any
 
 import torch
 import transformers
-from transformers import GenerationConfig, GenerationMixin, PreTrainedModel, PreTrainedTokenizerFast
-from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from ...audit.exact import Law
 from ...audit.laws import target_distribution
@@ -56,12 +50,18 @@ from ...audit.statistical import (
     StatisticalReport,
     statistical_audit,
 )
-from ...base.models import LanguageModel, Prefix, TableLM, checked_probs
+from ...base.models import LanguageModel, TableLM, checked_probs
 from ...base.processors import processed
 from ...base.stateful import RepetitionPenalty, recomputed
-from .adapter import ToyCausalLM, ToyConfig, to_hf
+from .adapter import ToyConfig, to_hf
 from .assisted import single_thread
-from .compat import cache_argument, causal_lm_output
+from .toys import (
+    BOS_WORD,
+    BigramHeadLM,
+    early_exit_model,
+    plain_generation_config,
+    word_tokenizer,
+)
 
 __all__ = [
     "CELLS",
@@ -71,11 +71,9 @@ __all__ = [
     "ID_VOCAB_ORDER",
     "NOT_DRIVEN",
     "USD_VOCAB_ORDER",
-    "BigramHeadLM",
     "Cell",
     "CellResult",
     "DraftCheck",
-    "EarlyExitToyLM",
     "Settings",
     "audit_cell",
     "cell_sampler",
@@ -84,7 +82,6 @@ __all__ = [
     "run_matrix",
     "usd_draft_check",
     "usd_first_token_audit",
-    "word_tokenizer",
 ]
 
 #: The eight candidate generators of transformers 5.x, in HF's order of dispatch.
@@ -132,7 +129,6 @@ def quiet_transformers() -> None:
 
 _VOCAB = 4
 _WORDS = ("a", "b", "c", "d")
-_BOS_WORD = "<s>"
 
 
 def _toys(target_seed: int = 3, drafter_seed: int = 4) -> tuple[TableLM, TableLM]:
@@ -204,7 +200,7 @@ _ASSISTANT_WORDS = ("c", "z", "a", "d", "b")
 #: tokenizer's hash map may return (not the id order), pinned so that the cells are reproducible.
 USD_VOCAB_ORDER: tuple[str, ...] = ("<s>", "b", "d", "a", "z", "c")
 #: The id order: the only kind of order under which universal SD's head pruning is consistent.
-ID_VOCAB_ORDER: tuple[str, ...] = (*_ASSISTANT_WORDS, _BOS_WORD)
+ID_VOCAB_ORDER: tuple[str, ...] = (*_ASSISTANT_WORDS, BOS_WORD)
 _PAIR = ("AssistedCandidateGeneratorDifferentTokenizers", "UniversalSpeculativeDecodingGenerator")
 
 _SETTINGS = (Settings(), Settings(temperature=Fraction(1, 2)), Settings(top_k=2),
@@ -239,171 +235,6 @@ CELLS: tuple[Cell, ...] = _cells()
 #: The default test run's subset: every greedy cell (a point mass: about 20 draws each).
 #: Universal SD's sampled cells are covered there by the white-box `usd_draft_check`.
 FAST_CELLS: tuple[Cell, ...] = tuple(c for c in CELLS if not c.do_sample)
-
-
-# -- the toy models HF needs --------------------------------------------------------------------
-
-
-class _Depth(torch.nn.Module):
-    """The submodule HF reads the layer count from (``base_model_prefix``)."""
-
-    def __init__(self, config: ToyConfig) -> None:
-        super().__init__()
-        self.config = config
-
-
-class EarlyExitToyLM(ToyCausalLM):  # type: ignore[no-untyped-call]
-    """A toy with two "depths": the target's logits with all layers (2), the drafter's when
-    ``self.toy.config.num_hidden_layers`` is lowered to 1 (``generate(...,
-    assistant_early_exit=1)`` does exactly that on ``getattr(model, base_model_prefix)``)."""
-
-    def __init__(self, config: ToyConfig, lm: LanguageModel, early: LanguageModel) -> None:
-        super().__init__(config, lm)
-        self.early = early
-        self.toy = _Depth(ToyConfig(toy_vocab_size=config.toy_vocab_size))
-        self.toy.config.num_hidden_layers = 2
-        self._early_rows: dict[Prefix, torch.Tensor] = {}
-
-    def logit_row(self, prefix: Prefix) -> torch.Tensor:
-        """The target's row with every layer, the early exit's with fewer."""
-        if int(self.toy.config.num_hidden_layers) >= 2:
-            return super().logit_row(prefix)
-        row = self._early_rows.get(prefix)
-        if row is None:
-            row = _log_row(checked_probs(self.early, prefix), self.logit_dtype)
-            self._early_rows[prefix] = row
-        return row
-
-
-def _log_row(probs: Sequence[Any], dtype: torch.dtype, extra: int = 1,
-             floor: float | None = None) -> torch.Tensor:
-    zero = -math.inf if floor is None else floor
-    logits = [math.log(float(p)) if p > 0 else zero for p in probs] + [zero] * extra
-    return torch.tensor(logits, dtype=torch.float64).to(dtype)
-
-
-def early_exit_model(target: LanguageModel, drafter: LanguageModel) -> EarlyExitToyLM:
-    """`EarlyExitToyLM` of ``target`` (all layers) and ``drafter`` (layer 1), set for sampling."""
-    config = ToyConfig(toy_vocab_size=target.vocab_size, eos=target.eos)
-    model = EarlyExitToyLM(config, target, drafter)
-    model.eval()  # type: ignore[no-untyped-call]
-    model.generation_config = _plain_config(config)
-    return model
-
-
-def _plain_config(config: ToyConfig) -> GenerationConfig:
-    return GenerationConfig(  # type: ignore[no-untyped-call]
-        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id, do_sample=True, top_k=None, top_p=None,
-        temperature=None)
-
-
-class BigramHeadLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-call]
-    """A bigram toy as embedding + LM head: ``logits(x_t) = W · onehot(x_t)``, ``W[y, x] = log
-    p(y | x)`` (zeros floored at -30), in the *assistant's* id order ``order`` (``order[i]`` is
-    the toy id of assistant id ``i``; ids the toy lacks get a flat floor row and column).
-
-    Universal speculative decoding prunes and re-indexes exactly these two modules.
-    """
-
-    config_class = ToyConfig
-    base_model_prefix = "bigram"
-    main_input_name = "input_ids"
-    _supports_cache_class = True
-
-    def __init__(self, config: ToyConfig, lm: LanguageModel | None = None,
-                 order: Sequence[int | None] = ()) -> None:
-        super().__init__(config)
-        if lm is None:
-            raise TypeError("BigramHeadLM needs the bigram toy it wraps")
-        size = int(config.vocab_size)
-        self.embed = torch.nn.Embedding(size, size)
-        self.head = torch.nn.Linear(size, size, bias=False)
-        self.post_init()  # type: ignore[no-untyped-call]  # before the weights: it may reset them
-        with torch.no_grad():
-            self.embed.weight.copy_(torch.eye(size))
-            weight = torch.full((size, size), -30.0)
-            for i, x in enumerate(order):
-                if x is None:
-                    continue
-                row = checked_probs(lm, (x,))
-                for j, y in enumerate(order):
-                    if y is not None and row[y] > 0:
-                        weight[j, i] = math.log(float(row[y]))
-            self.head.weight.copy_(weight)
-
-    def _init_weights(self, module: Any) -> None:
-        """Weights are set from the toy model in ``__init__``."""
-
-    def get_input_embeddings(self) -> torch.nn.Module:
-        """The one-hot embedding."""
-        return self.embed
-
-    def set_input_embeddings(self, value: torch.nn.Module) -> None:
-        """Replaced by universal speculative decoding's re-indexing embedding."""
-        self.embed = value  # type: ignore[assignment]
-
-    def get_output_embeddings(self) -> torch.nn.Module:
-        """The LM head."""
-        return self.head
-
-    def set_output_embeddings(self, new_embeddings: torch.nn.Module) -> None:
-        """Replaced by universal speculative decoding's pruned head."""
-        self.head = new_embeddings  # type: ignore[assignment]
-
-    def forward(self, input_ids: torch.Tensor, cache: Any = None,
-                attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
-                logits_to_keep: int = 0, past_key_values: Any = None,
-                **kwargs: Any) -> CausalLMOutputWithPast:
-        """Logits of every new position (the cache only counts positions)."""
-        batch, new = input_ids.shape
-        cache = cache_argument(cache, past_key_values)
-        if cache is not None:
-            zeros = torch.zeros(batch, 1, new, 1, dtype=torch.float32)
-            cache.update(zeros, zeros, 0)
-        logits = self.head(self.embed(input_ids))
-        if logits_to_keep:
-            logits = logits[:, -logits_to_keep:]
-        return causal_lm_output(logits, cache)
-
-
-class _PinnedVocabTokenizer(PreTrainedTokenizerFast):
-    """A fast tokenizer whose ``get_vocab()`` iterates in the fixed order ``vocab_order``.
-
-    A fast tokenizer's ``get_vocab()`` is a Rust hash map: its iteration order changes with every
-    instance. Universal speculative decoding depends on that order (see `USD_FINDING`), so the
-    matrix pins it."""
-
-    vocab_order: tuple[str, ...] = ()
-
-    def get_vocab(self) -> dict[str, int]:
-        """The vocabulary, iterated in ``vocab_order``."""
-        vocab: dict[str, int] = super().get_vocab()
-        return {w: vocab[w] for w in self.vocab_order}
-
-
-def word_tokenizer(words: Sequence[str], bos: str = _BOS_WORD,
-                   vocab_order: Sequence[str] | None = None) -> PreTrainedTokenizerFast:
-    """A word-level ``PreTrainedTokenizerFast`` built in code: ``words[i]`` is id ``i``, ``bos``
-    (a special token) the next id; words are split on whitespace and decoded space-joined.
-
-    ``vocab_order`` (every word and ``bos``, once each) pins the iteration order of
-    ``get_vocab()``; without it the order is the Rust hash map's, different per instance."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    vocab = {w: i for i, w in enumerate(words)}
-    vocab[bos] = len(words)
-    raw = Tokenizer(models.WordLevel(vocab, unk_token=bos))
-    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    raw.decoder = decoders.WordPiece(prefix="##")  # joins words with single spaces
-    cls: type[PreTrainedTokenizerFast] = PreTrainedTokenizerFast
-    if vocab_order is not None:
-        if sorted(vocab_order) != sorted([*words, bos]):
-            raise ValueError(f"vocab_order {vocab_order!r} is not an order of {[*words, bos]!r}")
-        cls = type("PinnedVocabTokenizer", (_PinnedVocabTokenizer,),
-                   {"vocab_order": tuple(vocab_order)})
-    tok = cls(tokenizer_object=raw, bos_token=bos, unk_token=bos, pad_token=bos)
-    return tok
 
 
 # -- samplers -----------------------------------------------------------------------------------
@@ -444,7 +275,7 @@ def _wiring(cell: Cell, target: LanguageModel | None = None,
         config = ToyConfig(toy_vocab_size=len(_ASSISTANT_WORDS))
         assistant = BigramHeadLM(config, drafter, [*order, None])
         assistant.eval()
-        assistant.generation_config = _plain_config(config)
+        assistant.generation_config = plain_generation_config(config)
         assistant.generation_config.num_assistant_tokens = 2
         assistant.generation_config.assistant_confidence_threshold = 0.0
         kwargs.update(assistant_model=assistant, tokenizer=word_tokenizer(_WORDS),
