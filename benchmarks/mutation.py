@@ -67,7 +67,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
         "tests/test_exact_mutants.py", "tests/test_float_models.py")),
     "laws": ("dsi_ref/audit/laws.py", (
         "tests/test_laws_mutants.py", "tests/test_float_models.py")),
-    "statistical": ("dsi_ref/audit/statistical.py", (
+    "statistical": ("dsi_ref/audit/statistical/*.py", (  # a package since the split
         "tests/test_statistical_mutants.py", "tests/test_statistical_audit.py")),
     # issue 34, point 8: the modules of the rounds since
     "exact_uniform": ("dsi_ref/audit/exact/uniform.py", (
