@@ -19,28 +19,20 @@ from .base.errors import (
     InvalidParameterError,
     UnderpoweredError,
 )
-from .commands import (
-    audit_command,
-    audit_engine,
-    bench_command,
-    heatmap_command,
-    table_command,
-    theorems_command,
-    timeline_command,
-)
-from .commands.audit_command import audit_sections, select_sections
+from .commands import audit, audit_engine, bench, heatmap, table, theorems, timeline
+from .commands.audit import audit_sections, select_sections
 
 __all__ = ["COMMANDS", "USER_ERRORS", "audit_sections", "build_parser", "main", "select_sections"]
 
 #: Sub-command installers; each adds a parser with ``func`` set.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
-    audit_command.install,
+    audit.install,
     audit_engine.install,
-    bench_command.install,
-    heatmap_command.install,
-    table_command.install,
-    theorems_command.install,
-    timeline_command.install,
+    bench.install,
+    heatmap.install,
+    table.install,
+    theorems.install,
+    timeline.install,
 ]
 
 

@@ -15,8 +15,8 @@ from dsi_ref import cli
 from dsi_ref.audit.suite import default_suite
 from dsi_ref.base.models import Number
 from dsi_ref.base.randomness import Randomness
-from dsi_ref.commands.audit_command import select_sections
-from dsi_ref.commands.audit_sections import (
+from dsi_ref.commands.audit import select_sections
+from dsi_ref.commands.sections.core import (
     MAXIMAL_BLOCK_CLAIMS,
     block_dsi_section,
     block_section,

@@ -159,7 +159,7 @@ def test_layering_checker_flags_each_forbidden_import(module: str, source: str,
 
 @pytest.mark.parametrize(("module", "source"), [
     ("dsi_ref.cli", "def f():\n    from .backends import hf"),
-    ("dsi_ref.commands.theorems_command", "from proofs import theorems"),
+    ("dsi_ref.commands.theorems", "from proofs import theorems"),
     ("dsi_ref.backends.torch.model", "import torch"),
     ("dsi_ref.commands.plots", "def f():\n    import matplotlib.pyplot as plt"),
     ("proofs.solver", "import z3\nfrom theory import si"),

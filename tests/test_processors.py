@@ -316,8 +316,8 @@ def test_the_raw_q_mutant_is_the_hf_bug_and_its_fix_is_lossless() -> None:
 
 
 def test_the_processors_section_of_the_audit_passes_and_kills_every_processor_mutant() -> None:
-    from dsi_ref.commands.audit_command import audit_sections
-    from dsi_ref.commands.audit_processors import PROCESSOR_COMBINATIONS, processors_section
+    from dsi_ref.commands.audit import audit_sections
+    from dsi_ref.commands.sections.processors import PROCESSOR_COMBINATIONS, processors_section
 
     assert "processors" in [s.name for s in audit_sections()]
     section = processors_section(quick=True, progress=False)

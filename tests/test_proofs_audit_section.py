@@ -8,7 +8,7 @@ from contextlib import redirect_stdout
 import pytest
 import sympy
 
-import dsi_ref.commands.theorems_command as section_module
+import dsi_ref.commands.sections.theorems as section_module
 from dsi_ref.cli import audit_sections, main
 from proofs import THEOREMS, Theorem, by_name
 

@@ -18,7 +18,7 @@ from dsi_ref.commands.gantt import (
     timeline_rows,
     timeline_text,
 )
-from dsi_ref.commands.timeline_command import MAX_TOKENS
+from dsi_ref.commands.timeline import MAX_TOKENS
 
 PAIR = next(p for p in default_suite() if p.name == "bigram")
 

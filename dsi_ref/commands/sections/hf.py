@@ -17,7 +17,7 @@ import importlib.util
 import time
 from typing import Any
 
-from .audit_sections import Section, SectionSpec
+from .core import Section, SectionSpec
 
 __all__ = ["SECTION", "hf_section"]
 
@@ -45,8 +45,8 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
                              "(pip install 'dsi-ref[torch]')")
         return section
     start = time.perf_counter()
-    from ..audit.suite import ModelPair, default_suite
-    from ..backends.hf.assisted import (
+    from ...audit.suite import ModelPair, default_suite
+    from ...backends.hf.assisted import (
         HFAuditConfig,
         audit_hf_assisted,
         audit_own_decoders,
@@ -98,5 +98,5 @@ def hf_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("hf", hf_section, opt_in=True)  # ~1 min of sampling: `--hf`

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .audit_sections import Section, SectionSpec, progress_bar
+from .core import Section, SectionSpec, progress_bar
 
 __all__ = ["SECTION", "engines_section"]
 
@@ -36,8 +36,8 @@ def engines_section(*, quick: bool = False, progress: bool = True) -> Section:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from ..backends.hf.assisted import transformers_version
-    from ..backends.hf.generators import (
+    from ...backends.hf.assisted import transformers_version
+    from ...backends.hf.generators import (
         CELLS,
         ID_VOCAB_ORDER,
         NOT_DRIVEN,
@@ -83,5 +83,5 @@ def engines_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("engines", engines_section, opt_in=True)

@@ -15,7 +15,7 @@ import importlib.util
 import time
 from typing import Any
 
-from .audit_sections import Section, SectionSpec
+from .core import Section, SectionSpec
 
 __all__ = ["SECTION", "vllm_section"]
 
@@ -47,9 +47,9 @@ def vllm_section(*, quick: bool = False, progress: bool = True) -> Section:
                              "runs this section there")
         return section
     start = time.perf_counter()
-    from ..backends.vllm.ignored import ignored_options
-    from ..backends.vllm.kernel import CASES, audit_kernel
-    from ..backends.vllm.matrix import CELLS, QUICK_CELLS, run_matrix
+    from ...backends.vllm.ignored import ignored_options
+    from ...backends.vllm.kernel import CASES, audit_kernel
+    from ...backends.vllm.matrix import CELLS, QUICK_CELLS, run_matrix
 
     results = run_matrix(QUICK_CELLS if quick else CELLS, progress=progress)
     version = next((r.version for r in results if r.version), "?")
@@ -87,5 +87,5 @@ def vllm_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("vllm", vllm_section, opt_in=True)

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from ..audit.laws import check_lossless
-from ..audit.suite import default_suite
-from ..audit.zoo import MUTANTS, PROCESSOR_MUTANT_SETTINGS, hunt
-from ..base.processors import VLLM_ORDER, ProcessedLM, Processors
-from ..decoders.dsi import dsi
-from ..decoders.speculative import speculative
-from ..decoders.verification import VERIFY_RULES
-from .audit_sections import Section, SectionSpec, progress_bar
+from ...audit.laws import check_lossless
+from ...audit.suite import default_suite
+from ...audit.zoo import MUTANTS, PROCESSOR_MUTANT_SETTINGS, hunt
+from ...base.processors import VLLM_ORDER, ProcessedLM, Processors
+from ...decoders.dsi import dsi
+from ...decoders.speculative import speculative
+from ...decoders.verification import VERIFY_RULES
+from .core import Section, SectionSpec, progress_bar
 
 __all__ = ["PROCESSOR_COMBINATIONS", "SECTION", "processors_section"]
 
@@ -97,5 +97,5 @@ def processors_section(*, quick: bool = False, progress: bool = True) -> Section
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("processors", processors_section)

@@ -1,46 +1,18 @@
-"""The ``theorems`` audit section and ``dsi-ref theorems``: every latency theorem of `proofs`
-(z3 on `theory`'s closed forms) with its verdict, solver time and counterexample.
-
-The verdicts are deterministic (seeded solvers with resource limits); the solver-time column
-varies from run to run. The section fails when a verdict differs from the theorem's expected one
-(an UNKNOWN included: it never counts as proved).
-"""
+"""``dsi-ref theorems``: every latency theorem of `proofs` (z3 on `theory`'s closed forms) with
+its verdict, solver time and counterexample (the same table as the audit's ``theorems``
+section, `dsi_ref.commands.sections.theorems`). Exit status 1 when a verdict is not the expected
+one."""
 
 from __future__ import annotations
 
 import argparse
-import time
 
-from proofs import THEOREMS, TheoremResult, prove, render_markdown, render_text
-from proofs.verdict_table import COLUMNS, rows, summary
+from proofs import THEOREMS, prove, render_markdown, render_text
 
 from ..base.errors import InvalidParameterError
-from .audit_sections import Section, SectionSpec, progress_bar
+from .sections.core import progress_bar
 
-__all__ = ["SECTION", "install", "theorems_section"]
-
-
-def _prove_all(progress: bool) -> list[TheoremResult]:
-    return [prove(t) for t in progress_bar(THEOREMS, total=len(THEOREMS), desc="theorems",
-                                           enabled=progress)]
-
-
-def theorems_section(*, quick: bool = False, progress: bool = True) -> Section:
-    """Prove every theorem; one row each (``quick`` changes nothing: the section is fast)."""
-    start = time.perf_counter()
-    section = Section("theorems", "Latency theorems (z3 on theory's closed forms)", COLUMNS)
-    results = _prove_all(progress)
-    section.rows = [tuple(row) for row in rows(results)]
-    section.ok = all(r.as_expected for r in results)
-    section.notes = [summary(results),
-                     "verdicts are deterministic (seeded, resource-limited z3); solver times vary",
-                     "details: python -m proofs (wording and method of each theorem); "
-                     "docs/theory.md"]
-    section.seconds = time.perf_counter() - start
-    return section
-
-
-SECTION = SectionSpec("theorems", theorems_section)
+__all__ = ["install"]
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """``dsi-ref audit``, the main job: run the audit sections and print one table each.
 
-The core's sections are defined in `dsi_ref.commands.audit_sections`; the sections that need more
+The core's sections are defined in `dsi_ref.commands.sections.core`; the sections that need more
 than the core (the theorems, the Hugging Face audit) are appended from `TOP_SECTIONS`.
 """
 
@@ -12,15 +12,15 @@ from collections.abc import Sequence
 
 from ..base.errors import InvalidParameterError
 from .args import check_output
-from .audit_engines import SECTION as ENGINES_SECTION
-from .audit_processors import SECTION as PROCESSORS_SECTION
-from .audit_sections import SECTIONS, Section, SectionSpec, render_section
-from .audit_vocab import SECTION as CROSS_VOCAB_SECTION
-from .hf_section import SECTION as HF_SECTION
-from .llama_section import SECTION as LLAMA_SECTION
-from .openvino_section import SECTION as OPENVINO_SECTION
-from .theorems_command import SECTION as THEOREMS_SECTION
-from .vllm_section import SECTION as VLLM_SECTION
+from .sections.core import SECTIONS, Section, SectionSpec, render_section
+from .sections.cross_vocab import SECTION as CROSS_VOCAB_SECTION
+from .sections.hf import SECTION as HF_SECTION
+from .sections.hf_generators import SECTION as ENGINES_SECTION
+from .sections.llama import SECTION as LLAMA_SECTION
+from .sections.openvino import SECTION as OPENVINO_SECTION
+from .sections.processors import SECTION as PROCESSORS_SECTION
+from .sections.theorems import SECTION as THEOREMS_SECTION
+from .sections.vllm import SECTION as VLLM_SECTION
 
 __all__ = ["TOP_SECTIONS", "audit_sections", "install", "select_sections"]
 

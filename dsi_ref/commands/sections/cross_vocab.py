@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..audit.strings import acceptance, check_lossless_strings, cross_vocab_pairs
-from ..audit.zoo import CROSS_VOCAB_MUTANTS, hunt_cross_vocab
-from ..decoders.vocab import CROSS_VOCAB_ALGORITHMS, cross_vocab_speculative
-from .audit_sections import Section, SectionSpec, progress_bar
+from ...audit.strings import acceptance, check_lossless_strings, cross_vocab_pairs
+from ...audit.zoo import CROSS_VOCAB_MUTANTS, hunt_cross_vocab
+from ...decoders.vocab import CROSS_VOCAB_ALGORITHMS, cross_vocab_speculative
+from .core import Section, SectionSpec, progress_bar
 
 __all__ = ["AUDIT_TOKENS", "SECTION", "cross_vocab_section"]
 
@@ -64,5 +64,5 @@ def cross_vocab_section(*, quick: bool = False, progress: bool = True) -> Sectio
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("cross-vocab", cross_vocab_section)

@@ -17,7 +17,7 @@ import importlib.util
 import time
 from typing import Any
 
-from .audit_sections import Section, SectionSpec
+from .core import Section, SectionSpec
 
 __all__ = ["SECTION", "llama_section"]
 
@@ -39,8 +39,8 @@ def llama_section(*, quick: bool = False, progress: bool = True) -> Section:
                              "(`python3 run.py audit --llama` builds the llama.cpp environment)")
         return section
     start = time.perf_counter()
-    from ..backends.llama_cpp.binding import binding_version
-    from ..backends.llama_cpp.matrix import EPSILON, N_TOKENS, cells, run_matrix
+    from ...backends.llama_cpp.binding import binding_version
+    from ...backends.llama_cpp.matrix import EPSILON, N_TOKENS, cells, run_matrix
 
     results = run_matrix(cells(quick=quick), progress=progress)
     for r in results:
@@ -71,5 +71,5 @@ def llama_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("llama", llama_section, opt_in=True)

@@ -16,7 +16,7 @@ import importlib.util
 import time
 from typing import Any
 
-from .audit_sections import Section, SectionSpec
+from .core import Section, SectionSpec
 
 __all__ = ["SECTION", "openvino_section"]
 
@@ -52,7 +52,7 @@ def openvino_section(*, quick: bool = False, progress: bool = True) -> Section:
                              "locks/py311-openvino.txt and runs this section there")
         return section
     start = time.perf_counter()
-    from ..backends.openvino.matrix import CELLS, QUICK_CELLS, run_matrix
+    from ...backends.openvino.matrix import CELLS, QUICK_CELLS, run_matrix
 
     results = run_matrix(QUICK_CELLS if quick else CELLS, progress=progress)
     version = next((r.version for r in results if r.version), "?")
@@ -74,5 +74,5 @@ def openvino_section(*, quick: bool = False, progress: bool = True) -> Section:
     return section
 
 
-#: The section spec registered in `dsi_ref.commands.audit_command.TOP_SECTIONS`.
+#: The section spec registered in `dsi_ref.commands.audit.TOP_SECTIONS`.
 SECTION = SectionSpec("openvino", openvino_section, opt_in=True)

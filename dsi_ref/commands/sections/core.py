@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from ..audit.exact import exact_distribution
-from ..audit.laws import LosslessReport, check_lossless, compare_laws, target_distribution
-from ..audit.registry import DECODERS
-from ..audit.schedulers import (
+from ...audit.exact import exact_distribution
+from ...audit.laws import LosslessReport, check_lossless, compare_laws, target_distribution
+from ...audit.registry import DECODERS
+from ...audit.schedulers import (
     SCHEDULER_CLASSES,
     ClassVerdict,
     SchedulerClass,
@@ -26,22 +26,22 @@ from ..audit.schedulers import (
     minimal_witness,
     witness_summary,
 )
-from ..audit.suite import ModelPair, default_suite
-from ..audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
-from ..base.latency import Latency
-from ..base.models import LanguageModel, TableLM
-from ..base.result import Run
-from ..claims.registry import InstanceWitness, dsi_claim, dsi_claims
-from ..decoders.dsi import QUEUE_POLICIES, QueuePolicy, dsi
-from ..decoders.speculative import speculative
-from ..decoders.tree import (
+from ...audit.suite import ModelPair, default_suite
+from ...audit.zoo import EQUIVALENT_MUTANTS, MUTANTS, hunt
+from ...base.latency import Latency
+from ...base.models import LanguageModel, TableLM
+from ...base.result import Run
+from ...claims.registry import InstanceWitness, dsi_claim, dsi_claims
+from ...decoders.dsi import QUEUE_POLICIES, QueuePolicy, dsi
+from ...decoders.speculative import speculative
+from ...decoders.tree import (
     TREE_VERIFY_RULES,
     TreeRule,
     TreeVerifyRule,
     as_tree_rule,
     tree_speculative,
 )
-from ..decoders.verification import VERIFY_RULES, Rule, VerifyRule
+from ...decoders.verification import VERIFY_RULES, Rule, VerifyRule
 
 __all__ = ["SECTIONS", "Section", "SectionSpec", "progress_bar", "render_section"]
 
