@@ -43,7 +43,7 @@ from dsi_ref.audit.acceptance import block_survival, law_from_survival
 from dsi_ref.commands.plots import PINK
 from dsi_ref.sim import AcceptanceLaw
 from dsi_ref.sim.event import _family_dp, _Windows
-from dsi_ref.sim.event_spines import _spine_family
+from dsi_ref.sim.event_spines import spine_family
 from dsi_ref.sim.grid import HeatmapSpec, grid_axes
 from dsi_ref.sim.params import SimParams
 
@@ -93,7 +93,7 @@ def dsi_event_laws(c: Fraction, k: int, laws: Sequence[AcceptanceLaw], n_tokens:
     family for ``(c, k)`` and ``decisions``, the programme over an array of laws."""
     p = SimParams("dsi", float(c), None, k, n_tokens, "event", sp_degree,
                   acceptance=floats(laws[0]), decisions=decisions)  # type: ignore[arg-type]
-    family = _spine_family(p, n_tokens)
+    family = spine_family(p, n_tokens)
     probs = np.array([[float(v) for v in law.probabilities] for law in laws]).T  # (k + 1, L)
     windows = _Windows(k, probs[k], tuple(probs[j] for j in range(k)),
                        tuple(probs[j:].sum(axis=0) for j in range(k)))

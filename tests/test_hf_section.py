@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from dsi_ref import cli
-from dsi_ref.commands.sections import hf as hf_audit
 from dsi_ref.commands.audit import TOP_SECTIONS
+from dsi_ref.commands.sections import hf as hf_audit
 
 
 def test_hf_section_is_part_of_the_audit() -> None:

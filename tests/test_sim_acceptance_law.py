@@ -1,6 +1,6 @@
 """Acceptance laws per window (`dsi_ref.sim.acceptance`) and the event model's fast path.
 
-* The fast spines (`_spine_family`) equal the reference `spines` tick for tick, and the fast
+* The fast spines (`spine_family`) equal the reference `spines` tick for tick, and the fast
   programme equals the reference one exactly (``Fraction``) or within 1e-12 relative (floats:
   both sum the same non-negative terms in another order, so they differ by rounding only).
 * With the i.i.d. law ``AcceptanceLaw.iid(a, k)`` every model returns the rate-``a`` value
@@ -31,8 +31,8 @@ from dsi_ref.sim.event import (
     event_run,
     spines,
 )
-from dsi_ref.sim.event_engine import _engine
-from dsi_ref.sim.event_spines import _fast_eligible, _spine_family
+from dsi_ref.sim.event_engine import make_engine
+from dsi_ref.sim.event_spines import fast_eligible, spine_family
 from dsi_ref.sim.params import Algorithm, Contention, SimParams
 
 LAW = AcceptanceLaw((F(1, 5), F(1, 10), F(3, 10), F(2, 5)))   # k = 3, not i.i.d.
@@ -49,7 +49,7 @@ CONFIGS = [(F(1, 100), 1, 7, None, 40), (F(1, 100), 3, 2, None, 40), (F(1, 20), 
 def test_fast_spines_are_the_reference_spines_tick_for_tick(c: F, k: int, sp: int,
                                                            v: F | None, n: int) -> None:
     p = SimParams("dsi", c, F(1, 2), k, n, "event", sp, verify_cost=v)
-    family, reference = _spine_family(p, n), spines(p, n)
+    family, reference = spine_family(p, n), spines(p, n)
     for left in range(1, n + 1):
         fast, ref = family.spine(left), reference[left - 1]
         assert np.array_equal(fast.ticks, ref.ticks), (left, fast.ticks, ref.ticks)
@@ -61,7 +61,7 @@ def test_fast_expectation_equals_the_reference_exactly(c: F, k: int, sp: int, v:
                                                       n: int) -> None:
     for a in (F(1, 3), F(9, 10)):
         p = SimParams("dsi", c, a, k, n, "event", sp, verify_cost=v)
-        assert _fast_eligible(p)
+        assert fast_eligible(p)
         assert dsi_event_exact(p) == dsi_event_exact_reference(p)
     if k == LAW.k:
         p = SimParams("dsi", c, None, k, n, "event", sp, verify_cost=v, acceptance=LAW)
@@ -75,7 +75,7 @@ def test_fast_grid_equals_the_reference_within_float_rounding() -> None:
         fast, ref = dsi_event_grid(p, a), dsi_event_grid_reference(p, a)
         assert np.max(np.abs(fast / ref - 1)) < 1e-12
     p = SimParams("dsi", 0.07, 0.5, 3, 50, "event", 3)   # float costs: float ticks
-    assert _fast_eligible(p)
+    assert fast_eligible(p)
     assert math.isclose(dsi_event_exact(p), dsi_event_exact_reference(p), rel_tol=1e-12)
 
 
@@ -88,7 +88,7 @@ def test_configurations_outside_the_fast_path_take_the_reference(extra: dict[str
                                                                  ) -> None:
     kw: dict[str, Any] = {"sp_degree": 3, **extra}
     p = SimParams("dsi", F(1, 10), F(2, 3), 2, 15, "event", **kw)
-    assert not _fast_eligible(p)
+    assert not fast_eligible(p)
     assert dsi_event_exact(p) == dsi_event_exact_reference(p)
 
 
@@ -234,7 +234,7 @@ def test_event_dsi_with_a_law_is_the_enumeration_of_window_lengths(
 
     def run(lengths: list[int]) -> tuple[F, int]:
         drawn: dict[tuple[int, int], int] = {}
-        engine = _engine(p, n, True, 0, lambda _: True, False)
+        engine = make_engine(p, n, True, 0, lambda _: True, False)
 
         def decide(position: int) -> bool:
             key = (engine.origin, (position - engine.origin) // 3)
@@ -300,8 +300,8 @@ def test_window_decisions_fast_path_equals_the_reference(c: F, k: int, sp: int, 
     """The spine family's shortcut (a queued one-draft last window excepted) gives the
     reference spines tick for tick, and the fast programme the reference value exactly."""
     p = SimParams("dsi", c, F(1, 2), k, n, "event", sp, verify_cost=v, decisions="window")
-    assert _fast_eligible(p)
-    family, reference = _spine_family(p, n), spines(p, n)
+    assert fast_eligible(p)
+    family, reference = spine_family(p, n), spines(p, n)
     for left in range(1, n + 1):
         fast, ref = family.spine(left), reference[left - 1]
         assert np.array_equal(fast.ticks, ref.ticks), (left, fast.ticks, ref.ticks)
@@ -339,7 +339,7 @@ def test_window_decisions_are_the_enumeration_of_window_lengths(
 
     def run(lengths: list[int]) -> tuple[F, int]:
         used = 0
-        engine = _engine(p, n, True, 0, lambda _: True, False)
+        engine = make_engine(p, n, True, 0, lambda _: True, False)
 
         def decide_window(first: int, m: int) -> int:
             nonlocal used
