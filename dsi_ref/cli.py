@@ -20,12 +20,13 @@ from .base.errors import (
     UnderpoweredError,
 )
 from .commands import audit, audit_engine, bench, heatmap, table, theorems, timeline
+from .commands.args import Subparsers
 from .commands.audit import audit_sections, select_sections
 
 __all__ = ["COMMANDS", "USER_ERRORS", "audit_sections", "build_parser", "main", "select_sections"]
 
 #: Sub-command installers; each adds a parser with ``func`` set.
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [  # type: ignore[type-arg]
+COMMANDS: list[Callable[[Subparsers], None]] = [
     audit.install,
     audit_engine.install,
     bench.install,

@@ -403,5 +403,5 @@ def bigram_llama(lm: LanguageModel, *, zero_logit: float = -1e4) -> Any:
             layer.input_layernorm.weight.fill_(1.0)
             layer.post_attention_layernorm.weight.fill_(1.0)
         model.lm_head.weight.copy_(torch.tensor(rows).T / math.sqrt(v))
-    model.eval()  # type: ignore[no-untyped-call]
+    model.eval()
     return model

@@ -13,11 +13,16 @@ import importlib.util
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeAlias
 
 from ..base.errors import InvalidParameterError
 
-__all__ = ["FIGURE_SUFFIXES", "bounded_int", "check_figure", "check_figure_format",
+__all__ = ["FIGURE_SUFFIXES", "Subparsers", "bounded_int", "check_figure", "check_figure_format",
            "check_output", "check_plotting", "nonnegative_int", "positive_int"]
+
+#: What a sub-command's ``install`` is given: the ``dsi-ref`` parser's sub-parsers (of the CLI's
+#: own parser class, which the sub-command parsers inherit; argparse's type is invariant in it).
+Subparsers: TypeAlias = "argparse._SubParsersAction[Any]"
 
 #: The figure formats a command that draws one writes (matplotlib infers it from the suffix).
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")

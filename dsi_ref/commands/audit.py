@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from ..base.errors import InvalidParameterError
-from .args import check_output
+from .args import Subparsers, check_output
 from .sections.core import SECTIONS, Section, SectionSpec, render_section
 from .sections.cross_vocab import SECTION as CROSS_VOCAB_SECTION
 from .sections.hf import SECTION as HF_SECTION
@@ -83,7 +83,7 @@ def _audit(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add ``dsi-ref audit`` to the sub-command parsers."""
     p = sub.add_parser("audit", help="the main job: exact losslessness audits and the theorems",
                        description="Run the exact audit of every registered decoder on the "

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from ..audit.statistical import POLICY_ALPHA
-from .args import check_output, nonnegative_int, positive_int
+from .args import Subparsers, check_output, nonnegative_int, positive_int
 
 __all__ = ["install"]
 
@@ -114,7 +114,7 @@ def _nonnegative(text: str) -> float:
     return value
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add ``dsi-ref audit-engine`` to the sub-command parsers."""
     p = sub.add_parser(
         "audit-engine", help="statistical audit of any engine (MODULE:CALLABLE) at stated power",

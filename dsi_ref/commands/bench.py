@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..base.errors import InvalidParameterError
 from ..decoders.tree import TREE_VERIFY_RULES
 from ..decoders.verification import VERIFY_RULES
-from .args import check_output, nonnegative_int, positive_int
+from .args import Subparsers, check_output, nonnegative_int, positive_int
 
 if TYPE_CHECKING:
     from ..sim.batched import BatchedCosts
@@ -383,7 +383,7 @@ def _with_verify_cost(v: float, c: float, a: float, lookahead: int, n: int, sp_d
     return out
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add the ``bench`` sub-command."""
     p = sub.add_parser("bench", help="wall-clock non-SI vs SI vs DSI on torch models",
                        description="Measure TTFT/TPOT and acceptance of a random-weight "

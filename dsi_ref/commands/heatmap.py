@@ -15,7 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..sim.grid import HeatmapSpec, compute_heatmap, render_summary, summarize, write_outputs
-from .args import check_output, check_plotting, positive_int
+from .args import Subparsers, check_output, check_plotting, positive_int
 
 __all__ = ["install", "sp_sweep_rows"]
 
@@ -118,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add ``dsi-ref heatmap``."""
     p = sub.add_parser(
         "heatmap", help="the paper's heatmap (Figure 2): exact expected latencies, 4 panels",

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from ..sim.paper_table import PHI3_MBPP, TableResult, compute_row, read_rows
 from ..sim.params import required_servers
-from .args import check_output, check_plotting, positive_int
+from .args import Subparsers, check_output, check_plotting, positive_int
 
 __all__ = ["install", "render_result"]
 
@@ -97,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add ``dsi-ref table``."""
     p = sub.add_parser(
         "table", help="DSI/SI and DSI/non-SI speedups for measured (target, drafter) pairs",

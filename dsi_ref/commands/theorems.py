@@ -10,6 +10,7 @@ import argparse
 from proofs import THEOREMS, prove, render_markdown, render_text
 
 from ..base.errors import InvalidParameterError
+from .args import Subparsers
 from .sections.core import progress_bar
 
 __all__ = ["install"]
@@ -28,7 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if all(r.as_expected for r in results) else 1
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add ``dsi-ref theorems``."""
     p = sub.add_parser("theorems", help="prove the latency theorems with z3 (verdict table)",
                        description="Prove every latency theorem of the paper (per lookahead "

@@ -10,6 +10,7 @@ from ..audit.suite import default_suite
 from ..base.latency import Latency
 from .args import (
     FIGURE_SUFFIXES,
+    Subparsers,
     bounded_int,
     check_figure,
     check_plotting,
@@ -61,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def install(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def install(sub: Subparsers) -> None:
     """Add ``dsi-ref timeline``."""
     names = [p.name for p in default_suite()]
     p = sub.add_parser(

@@ -54,7 +54,7 @@ DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.flo
                                   "bfloat16": torch.bfloat16}
 
 
-class ToyConfig(PretrainedConfig):  # type: ignore[no-untyped-call]
+class ToyConfig(PretrainedConfig):
     """Config of `ToyCausalLM`: the toy vocabulary plus one BOS id (``vocab_size = V + 1``)."""
 
     model_type = "dsi-ref-toy"
@@ -73,7 +73,7 @@ class ToyConfig(PretrainedConfig):  # type: ignore[no-untyped-call]
         super().__init__(**kwargs)
 
 
-class ToyCausalLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-call]
+class ToyCausalLM(PreTrainedModel, GenerationMixin):
     """A `LanguageModel` as an HF causal LM: logits = log-probabilities of the toy model.
 
     Build it with `to_hf`. Rows are cached per prefix (toy models are pure functions of the
@@ -160,7 +160,7 @@ def to_hf(lm: LanguageModel, dtype: torch.dtype = torch.float32) -> ToyCausalLM:
     config = ToyConfig(toy_vocab_size=lm.vocab_size, eos=lm.eos)
     model = ToyCausalLM(config, lm, dtype)
     model.eval()  # type: ignore[no-untyped-call]
-    model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
+    model.generation_config = GenerationConfig(
         bos_token_id=config.bos_token_id, eos_token_id=lm.eos, pad_token_id=config.pad_token_id,
         do_sample=True, top_k=None, top_p=None, temperature=None)
     return model

@@ -124,7 +124,7 @@ def quiet_transformers() -> None:
     """Silence ``transformers``' warnings (each toy ``generate`` call would repeat them)."""
     from transformers.utils import logging
 
-    logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    logging.set_verbosity_error()
 
 
 _VOCAB = 4

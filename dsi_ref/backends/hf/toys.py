@@ -42,7 +42,7 @@ class _Depth(torch.nn.Module):
         self.config = config
 
 
-class EarlyExitToyLM(ToyCausalLM):  # type: ignore[no-untyped-call]
+class EarlyExitToyLM(ToyCausalLM):
     """A toy with two "depths": the target's logits with all layers (2), the drafter's when
     ``self.toy.config.num_hidden_layers`` is lowered to 1 (``generate(...,
     assistant_early_exit=1)`` does exactly that on ``getattr(model, base_model_prefix)``)."""
@@ -84,13 +84,13 @@ def early_exit_model(target: LanguageModel, drafter: LanguageModel) -> EarlyExit
 def plain_generation_config(config: ToyConfig) -> GenerationConfig:
     """The generation config of a toy set for plain sampling (no top-k, top-p or temperature
     of its own: the cell's processors are passed to ``generate``)."""
-    return GenerationConfig(  # type: ignore[no-untyped-call]
+    return GenerationConfig(
         bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id, do_sample=True, top_k=None, top_p=None,
         temperature=None)
 
 
-class BigramHeadLM(PreTrainedModel, GenerationMixin):  # type: ignore[no-untyped-call]
+class BigramHeadLM(PreTrainedModel, GenerationMixin):
     """A bigram toy as embedding + LM head: ``logits(x_t) = W · onehot(x_t)``, ``W[y, x] = log
     p(y | x)`` (zeros floored at -30), in the *assistant's* id order ``order`` (``order[i]`` is
     the toy id of assistant id ``i``; ids the toy lacks get a flat floor row and column).

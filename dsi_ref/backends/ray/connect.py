@@ -200,7 +200,7 @@ def _local_hosts() -> set[str]:
     with contextlib.suppress(OSError):
         hosts.update(socket.gethostbyname_ex(socket.gethostname())[2])
     with contextlib.suppress(Exception):
-        hosts.add(str(ray.util.get_node_ip_address()))  # type: ignore[no-untyped-call]
+        hosts.add(str(ray.util.get_node_ip_address()))
     return hosts
 
 

@@ -178,7 +178,7 @@ class Fleet:
         ready, _ = ray.wait([group.ready()], timeout=timeout)
         if not ready:
             ray.util.remove_placement_group(group)
-            total = ray.cluster_resources()  # type: ignore[no-untyped-call]
+            total = ray.cluster_resources()
             raise UnschedulableError(
                 f"no Ray node can host target server {len(self.actors) + 1} asking for "
                 + ", ".join(f"{v:g} {k}" for k, v in bundle.items())

@@ -113,7 +113,7 @@ class CheckpointSession:
         self.cache: Any = DynamicCache()
         self.tokens: list[int] = []
         self.forwards = 0
-        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
+        self.stream = torch.cuda.Stream(
             lm.device, priority=priority) if lm.device.type == "cuda" else None
 
     def reset(self) -> None:

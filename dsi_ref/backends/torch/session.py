@@ -137,7 +137,7 @@ class _DeviceSession:
             raise BackendError("CUDA graphs need a CUDA device; pass graphs=False on CPU")
         check_int("segments", segments, error=BackendError)
         self.segments = self.model.segments(segments)
-        self.stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
+        self.stream = torch.cuda.Stream(
             self.model.embed.device, priority=priority) if self.cuda else None
         self._pool = torch.cuda.graph_pool_handle() if self.graphs else None
         self._captured = {}
@@ -403,7 +403,7 @@ class Session(_DeviceSession):
                     return None
                 segment.replay()
                 if len(graph.graphs) > 1:
-                    event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                    event = torch.cuda.Event()
                     event.record(self.stream)
                     done.append(event)
             logits: torch.Tensor = graph.logits[0, :len(tokens)]
@@ -530,7 +530,7 @@ class BatchedSession(_DeviceSession):
             if i and cancelled is not None and cancelled():
                 return None
             segment.replay()
-            event = torch.cuda.Event()  # type: ignore[no-untyped-call]
+            event = torch.cuda.Event()
             event.record(self.stream)
             done.append(event)
         return graph.logits

@@ -316,7 +316,7 @@ def logit_rows(folder: str | Path, contexts: Sequence[Sequence[int]]) -> np.ndar
         except (OSError, ValueError, KeyError) as error:
             raise ModelDirectoryError(f"model directory {str(folder)!r} does not load as a "
                                       f"causal LM: {str(error).splitlines()[0]}") from None
-        _LOADED[key] = model.eval()  # type: ignore[no-untyped-call]
+        _LOADED[key] = model.eval()
     model = _LOADED[key]
     lengths = {len(c) for c in contexts}
     if len(lengths) != 1:
