@@ -272,6 +272,7 @@ def reference_law(model: TinyLlama, prompt: Sequence[int], n_tokens: int,
             return last
 
     live = live_tokens()
+    live_set = frozenset(live)
     law: dict[tuple[int, ...], float] = {}
     margin = math.inf
     forwards = 0
@@ -282,7 +283,11 @@ def reference_law(model: TinyLlama, prompt: Sequence[int], n_tokens: int,
             row = chain_probs(logits_of(prompt + generated), config, generated)
             forwards += 1
             margin = min(margin, row.margin)
-            other = 1.0 - math.fsum(float(row.probs[t]) for t in live)
+            # the mass of the tokens outside the live set, summed from their own entries: 0 when
+            # the chain removed them all (``1 - sum(live)`` would leave rounding dust of either
+            # sign there, an outcome of probability ~1e-17 whose presence depends on the CPU's
+            # float kernels and changes the audit's pooling and sample size)
+            other = math.fsum(float(p) for t, p in enumerate(row.probs) if t not in live_set)
             if other > 0:
                 law[(*generated, OTHER)] = law.get((*generated, OTHER), 0.0) + mass * other
             for t in live:
