@@ -9,7 +9,7 @@ still merges, and that what cannot be read as data turns merging off instead of 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -18,7 +18,12 @@ from typing import Any, cast
 import pytest
 
 import dsi_ref as dr
+from dsi_ref.audit.exact.state import Layout, States
+from dsi_ref.audit.exact.state import NoMerge as NoMergeOfState
+from dsi_ref.audit.exact.state import fingerprint as fingerprint_of_state
+from dsi_ref.base.exact_hooks import Checkpointing, StepRun
 from dsi_ref.base.models import Number
+from dsi_ref.base.result import Event
 from dsi_ref.decoders.common import NoMerge, fingerprint
 from dsi_ref.decoders.dsi import DraftForward, DSIConfig, DSIRun, Task
 from dsi_ref.decoders.speculative import SIRun, SpeculativeConfig
@@ -214,7 +219,16 @@ def test_a_stateful_rule_has_its_attributes_read() -> None:
 # -- the fingerprint -----------------------------------------------------------------------------
 
 
-def test_fingerprints_tell_apart_what_code_can_tell_apart() -> None:
+#: The two readers of plain data: `SIRun`'s (`dsi_ref.decoders.common`) and the exact checker's
+#: for step-wise runs (`dsi_ref.audit.exact.state`), with the `NoMerge` class of each.
+FINGERPRINTS = [pytest.param((fingerprint, NoMerge), id="decoders.common"),
+                pytest.param((fingerprint_of_state, NoMergeOfState), id="audit.exact.state")]
+
+
+@pytest.mark.parametrize("reader", FINGERPRINTS)
+def test_fingerprints_tell_apart_what_code_can_tell_apart(
+        reader: tuple[Callable[[object], Hashable], type]) -> None:
+    fingerprint = reader[0]
     same = [(1, 1), ([1], [1]), ({"a": (1, F(1, 2))}, {"a": (1, F(1, 2))}), (_Tally.LOW,
             _Tally.LOW), (_Log([1]), _Log([1])), (frozenset({1}), frozenset({1}))]
     for x, y in same:
@@ -232,10 +246,13 @@ def test_fingerprints_tell_apart_what_code_can_tell_apart() -> None:
     assert fingerprint(cycle) == fingerprint(cycle)
 
 
-def test_what_is_not_data_has_a_fingerprint_equal_to_nothing() -> None:
+@pytest.mark.parametrize("reader", FINGERPRINTS)
+def test_what_is_not_data_has_a_fingerprint_equal_to_nothing(
+        reader: tuple[Callable[[object], Hashable], type]) -> None:
+    fingerprint, no_merge = reader
     for value in (_Opaque(), [1, _Opaque()], {"f": print}, int, (lambda: 0)):
         a, b = fingerprint(value), fingerprint(value)
-        assert isinstance(a, NoMerge) and a != b and a == a
+        assert isinstance(a, no_merge) and a != b and a == a
 
 
 # -- DSIRun subclasses ---------------------------------------------------------------------------
@@ -261,11 +278,6 @@ class _DSIZeroCounting(DSIRun):
         return rows
 
 
-class _DSILibraryStateOnly(_DSIZeroCounting):
-    def state(self) -> tuple[object, ...]:
-        return super().state()[:-1]  # without the subclass's own part
-
-
 class _DSICounted(DSIRun):
     """Correct, with a counter of its own."""
 
@@ -288,13 +300,30 @@ def _dsi(cls: type[DSIRun], n: int, record: bool,
 
 
 @pytest.mark.parametrize("record", [True, False])
-def test_a_dsi_subclass_counter_is_in_the_state(record: bool) -> None:
+def test_a_dsi_subclass_counter_is_in_the_state(record: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     merged, runs = _law_and_runs(lambda c: _dsi(_DSIZeroCounting, 3, record, c), merge=True)
     plain, plain_runs = _law_and_runs(lambda c: _dsi(_DSIZeroCounting, 3, record, c),
                                       merge=False)
     assert merged == plain and runs < plain_runs
     assert not dr.check_lossless(_dsi(_DSIZeroCounting, 3, record), T, (), 3)
-    assert dr.exact_distribution(_dsi(_DSILibraryStateOnly, 3, record)) != plain
+    # the teeth: a checker that reads the fields alone, leaving the counter (all the subclass
+    # keeps beside them) out of the merge state, merges paths whose counts differ
+    extras = States.extras
+    left_out: list[int] = []
+
+    def without_the_counter(self: States, run: StepRun, layout: Layout,
+                            built: Mapping[str, object], checkpointing: Checkpointing
+                            ) -> Hashable:
+        kept = extras(self, run, layout, built, checkpointing)
+        zeros = cast(_DSIZeroCounting, run).zeros
+        assert kept == (fingerprint_of_state({"zeros": zeros}), ())  # the counter, nothing else
+        left_out.append(zeros)
+        return ()
+
+    monkeypatch.setattr(States, "extras", without_the_counter)
+    assert dr.exact_distribution(_dsi(_DSIZeroCounting, 3, record)) != plain
+    assert 2 in left_out  # the counter that turns the bug on was among those left out
 
 
 @pytest.mark.parametrize("record", [True, False])
@@ -313,5 +342,11 @@ def test_a_lean_dsi_subclass_keeps_the_history_a_lean_dsi_run_drops() -> None:
     config = DSIConfig(2, 2, record=False)
     for cls, kept in ((DSIRun, False), (Same, True)):
         a, b = (cls(T, D, (), 3, dr.Sampler(0), config) for _ in range(2))
+        assert a.checkpointing().history is kept
+        states = States()  # the checker's reader, one table for both runs
+        assert (states.merge_state(a, a.checkpointing())
+                == states.merge_state(b, b.checkpointing()))
         b.stats["drafts"] = 5  # the history differs, the future fields do not
-        assert (a.state() != b.state()) is kept, cls.__name__
+        b.trace.append(Event("drafter", "draft", F(0), F(1), (0,)))
+        assert (states.merge_state(a, a.checkpointing())
+                != states.merge_state(b, b.checkpointing())) is kept, cls.__name__

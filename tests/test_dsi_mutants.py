@@ -1,8 +1,9 @@
 """Tests that kill mutants of dsi_ref/decoders/dsi.py (issue #13, item 7): the config's errors,
 the labels and keys of tasks and draft forwards, whole DSI runs pinned on one-hot models (every
 event of the trace, every counter, the clock), the queue policies, the tie order, SP = 1, EOS,
-block decisions with fixed and maximal windows, lean runs, and the merge state `DSIRun.state`
-offers the exact engine, including the objects `DSIRun._known` names.
+block decisions with fixed and maximal windows, lean runs, and the merge state the exact checker
+reads from a run (`dsi_ref.audit.exact.state.States.merge_state`), including the objects that
+`States.extras` names.
 
 Models with one-hot rows make every run deterministic (a draft or a verdict has one possible
 value), so a `Run` is compared whole (``==``); a scheduler callable records every choice the run
@@ -18,17 +19,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction as F
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import pytest
 
 import dsi_ref as dr
-import dsi_ref.decoders.dsi as dsi_module
+from dsi_ref.audit.exact.state import Layout, NoMerge, States, fingerprint
 from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, StepRun
 from dsi_ref.base.latency import Latency
 from dsi_ref.base.models import Number
 from dsi_ref.base.result import Event, Run
-from dsi_ref.decoders.common import NoMerge, fingerprint
 from dsi_ref.decoders.dsi import DraftForward, DSIConfig, DSIRun, Task, dsi
 from dsi_ref.decoders.verification import BlockVerification, Decision, RejectionSampling
 
@@ -256,9 +257,11 @@ def test_a_rejection_drops_the_rows_built_on_the_rejected_draft() -> None:
         ("draft", ONE, ()), ("draft", ZERO, (1,)), ("draft", ONE, (1, 0)),
         ("decide", ONE, ONE, 1, ()), ("decide", ONE, ZERO, 0, (1,)),
         ("draft", ZERO, (1, 1)), ("decide", ONE, ZERO, 0, (1, 1))]
-    # the rows supplied (state[9]) at each merge point: none survives the rejection at 6/5
-    supplied = [(cast(tuple[Any, ...], s)[9], cast(tuple[Any, ...], s)[10])
-                for s, _, _ in rng.hints]
+    # the rows supplied at each merge point (the fields, beside the rule's log: a rule of the
+    # user's is read as data): none survives the rejection at 6/5
+    assert rng.entered == [RECORDING._replace(resumable=False, data_parts=(rule,))]
+    fields = [cast(tuple[Any, ...], s)[0] for s, _ in rng.hints]
+    supplied = [(_field(s, "supplied", RECORDING), _field(s, "now", RECORDING)) for s in fields]
     assert supplied == [((), F(0)), ((), F(1, 10)), ((), F(1, 5)), ((), F(3, 10)), ((), F(1)),
                         ((), F(6, 5)), ((), F(13, 10))]
 
@@ -885,26 +888,95 @@ def test_a_bonus_is_decided_on_the_committed_prefix_without_a_draft() -> None:
 # -- the merge state -----------------------------------------------------------------------------
 
 
-class _Hints(dr.Sampler):
-    """A sampler that records the merge points a run offers (the exact engine's protocol)."""
+class _Hints(dr.Sampler, ExactHooks):
+    """A sampler that is the exact checker's offer too (`ExactHooks`) and records what a run
+    gives it: the `Checkpointing` of each invocation it enters, and at each merge point the
+    merge state the checker reads (`States.merge_state`, one table for the whole run: equal
+    traces get equal ids) with the committed tokens it forgets dead keys by."""
 
     def __init__(self, seed: int, **kwargs: Any) -> None:
         super().__init__(seed, **kwargs)
-        self.hints: list[tuple[Hashable, bool, tuple[int, ...] | None]] = []
+        self.states = States()
+        self.entered: list[Checkpointing] = []
+        self.hints: list[tuple[Hashable, tuple[int, ...]]] = []
 
     def merge_point(self, state: Hashable, *, entry: bool = False,
-                    committed: tuple[int, ...] | None = None) -> None:
-        self.hints.append((state, entry, committed))
+                    committed: tuple[int, ...] | None = None,
+                    snapshot: Callable[[], object] | None = None,
+                    restore: Callable[[object], bool] | None = None) -> None:
+        raise AssertionError("a step-wise run offers no free-form merge point")
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        raise AssertionError("a step-wise run offers no free-form resume point")
+
+    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+        self.entered.append(checkpointing)
+
+    def merge(self, run: StepRun) -> None:
+        committed = self.states.layout(type(run)).committed
+        assert committed is not None
+        self.hints.append((self.states.merge_state(run, self.entered[-1]),
+                           tuple(getattr(run, committed))))
+
+    def pause(self, run: StepRun) -> None:
+        raise AssertionError("a run under a checker that does not resume offers no resume point")
 
 
-@pytest.fixture(autouse=True)
-def _fresh_override_cache() -> None:
-    """`_overrides` caches per class; start each test with an empty cache so that its own code
-    runs (mutmut forks mutants from a process that already filled it)."""
-    dsi_module._OVERRIDES.clear()
+def _kept(checkpointing: Checkpointing) -> tuple[str, ...]:
+    """The fields of `DSIRun` a merge state keeps under ``checkpointing``, in order."""
+    return tuple(f.name for f in Layout(DSIRun).fields
+                 if (f.role != "history" or checkpointing.history)
+                 and (f.role != "derived" or checkpointing.derived)
+                 and (f.role != "clock" or checkpointing.absolute_time))
 
 
-PLAIN_OWN = (False, (), (), ())
+def _field(state: Hashable, name: str, checkpointing: Checkpointing) -> Any:
+    """The field ``name`` of a plain merge state of `DSIRun`'s own code."""
+    return cast(tuple[Any, ...], state)[_kept(checkpointing).index(name)]
+
+
+def _states(*runs: DSIRun) -> list[Hashable]:
+    """The merge states of ``runs`` now, read with one table (`States.merge_state`)."""
+    states = States()
+    return [states.merge_state(run, run.checkpointing()) for run in runs]
+
+
+def _extras(run: DSIRun) -> Any:
+    """What the merge state of ``run`` adds beside its fields (`States.extras`): the
+    fingerprint of what a subclass keeps on the run, and those of the parts read as data."""
+    state = cast(tuple[Any, ...], _states(run)[0])
+    assert len(state) == 2, "a plain merge state: nothing beside the fields"
+    return state[1]
+
+
+LEAN = Checkpointing(own=True, resumable=True, history=False, absolute_time=True,
+                     derived=False)
+RECORDING = LEAN._replace(history=True)
+TOP = ("top",)  # the step of a run at the merge point at the top of its loop
+
+
+def test_the_fields_and_their_roles() -> None:
+    """The fields of a run, in order, and what a merge state of `DSIRun`'s own code keeps: a
+    lean one leaves out the history (trace, counters, next id; the tasks' ids too) and what
+    the run's own code derives from the rest (the drafts' rows, the servers' tasks)."""
+    assert [(f.name, f.role) for f in Layout(DSIRun).fields] == [
+        ("now", "clock"), ("committed", "committed"), ("drafts", None),
+        ("draft_rows", "derived"), ("window_start", None), ("drafting", None),
+        ("drafter_first", None), ("tasks", None), ("queue", None), ("frontier_waiting", None),
+        ("busy", "derived"), ("server_first", None), ("supplied", None), ("trace", "history"),
+        ("next_id", "history"), ("done", None), ("stats", "history"), ("started", None),
+        ("due", None), ("due_started", None), ("step", None), ("resuming", None)]
+    assert [(f.name, f.role) for f in Layout(Task).fields] == [
+        ("id", "history"), ("first", None), ("last", None), ("context", None),
+        ("frontier", None), ("submitted", "instant"), ("server", None), ("start", "instant"),
+        ("end", "instant")]
+    assert [(f.name, f.role) for f in Layout(DraftForward).fields] == [
+        ("position", None), ("start", "instant"), ("end", "instant"), ("token", None),
+        ("row", "derived")]
+    assert _kept(LEAN) == ("now", "committed", "drafts", "window_start", "drafting",
+                           "drafter_first", "tasks", "queue", "frontier_waiting", "server_first",
+                           "supplied", "done", "started", "due", "due_started", "step",
+                           "resuming")
 
 
 def _g_last(record: bool, cls: type[DSIRun] = DSIRun) -> tuple[DSIRun, _Hints]:
@@ -916,37 +988,45 @@ def _g_last(record: bool, cls: type[DSIRun] = DSIRun) -> tuple[DSIRun, _Hints]:
 
 def test_the_lean_merge_points_of_a_run_pinned_whole() -> None:
     """The run of `test_a_bonus_preempts_the_draft_in_flight_and_ties_go_to_the_scheduler`,
-    lean: a merge point at each instant of the loop, before the events due. At 0: nothing
-    committed, the draft of 0 in flight (0 → 1), the frontier task#0 on server 0 (0 → 1). At 1
-    (after the bonus at 0): the draft of 1 (1 → 2) and task#1 (frontier 1..1) on server 0. The
-    tasks' ids are not in a lean state."""
+    lean: one invocation entered (`DSIRun`'s own code, a built-in rule: resumable; a lean run:
+    no history), and a merge point at each instant of the loop, at its top, before the events
+    due. At 0: nothing committed, the draft of 0 in flight (0 → 1), the frontier task#0 on
+    server 0 (0 → 1). At 1 (after the bonus at 0): the draft of 1 (1 → 2) and task#1
+    (frontier 1..1) on server 0. The tasks' ids are not in a lean state."""
     _, rng = _g_last(False)
+    assert rng.entered == [LEAN]
     assert rng.hints == [
-        (((), (), 0, (0, F(0), F(1), None), ((0, 0, (), True, F(0), 0, F(0), F(1)),), (), None,
-          (False, True), False, (), F(0), PLAIN_OWN), True, ()),
-        (((1,), (), 1, (1, F(1), F(2), None), ((1, 1, (1,), True, F(1), 0, F(1), F(2)),), (),
-          None, (False, True), False, (), F(1), PLAIN_OWN), False, (1,)),
+        ((F(0), (), (), 0, (0, F(0), F(1), None), False,
+          ((0, 0, (), True, F(0), 0, F(0), F(1)),), (), None, (False, True), (), False, True,
+          None, False, TOP, False), ()),
+        ((F(1), (1,), (), 1, (1, F(1), F(2), None), False,
+          ((1, 1, (1,), True, F(1), 0, F(1), F(2)),), (), None, (False, True), (), False, True,
+          None, False, TOP, False), (1,)),
     ]
 
 
 def test_the_recording_merge_points_of_a_run_pinned_whole() -> None:
-    """The same run, recording: the state adds the tasks' ids, the trace, the counters and the
-    next id."""
+    """The same run, recording: the state adds the tasks' ids, the trace (as the id of its
+    contents), the next id and the counters."""
     _, rng = _g_last(True)
-    lean0 = ((), (), 0, (0, F(0), F(1), None), ((0, 0, (), True, F(0), 0, F(0), F(1)),), (), None,
-             (False, True), False, (), F(0))
-    lean1 = ((1,), (), 1, (1, F(1), F(2), None), ((1, 1, (1,), True, F(1), 0, F(1), F(2)),), (),
-             None, (False, True), False, (), F(1))
-    trace = (
+    assert rng.entered == [RECORDING]
+    trace = [
         Event("target-0", "forward", F(0), F(1), (0,), _front(0, 0)),
         _commit(0, "bonus", _front(0, 0), F(1)),
-        Event("drafter", "preempted", F(0), F(1), (0,), "bonus at 0"))
+        Event("drafter", "preempted", F(0), F(1), (0,), "bonus at 0")]
+    before = len(rng.states.prefixes)
+    trace_id = rng.states.prefix_id(trace, (0, 0))[0]
+    assert len(rng.states.prefixes) == before == 3  # the trace met at the merge point
     assert rng.hints == [
-        ((*lean0, (0,), (), None, (), tuple(_stats(frontier_tasks=1, max_busy_servers=1).items()),
-          1, PLAIN_OWN), True, ()),
-        ((*lean1, (1,), (), None, trace, tuple(_stats(
-            bonus=1, frontier_tasks=2, preempted_drafts=1, max_busy_servers=1).items()),
-          2, PLAIN_OWN), False, (1,)),
+        ((F(0), (), (), 0, (0, F(0), F(1), None), False,
+          ((0, 0, 0, (), True, F(0), 0, F(0), F(1)),), (), None, (False, True), (), 0, 1, False,
+          tuple(_stats(frontier_tasks=1, max_busy_servers=1).items()), True, None, False, TOP,
+          False), ()),
+        ((F(1), (1,), (), 1, (1, F(1), F(2), None), False,
+          ((1, 1, 1, (1,), True, F(1), 0, F(1), F(2)),), (), None, (False, True), (), trace_id,
+          2, False, tuple(_stats(bonus=1, frontier_tasks=2, preempted_drafts=1,
+                                 max_busy_servers=1).items()), True, None, False, TOP, False),
+         (1,)),
     ]
 
 
@@ -969,72 +1049,99 @@ def _stepped(record: bool = True, cls: type[DSIRun] = DSIRun) -> DSIRun:
     return run
 
 
-STEPPED_LEAN = ((1,), (1,), 2, (2, F(1), F(3), None), ((1, 2, (1, 1), False, F(1), 1, F(1), F(4)),),
+#: The lean merge state of `_stepped` (the run not started, between steps).
+STEPPED_LEAN = (F(2), (1,), (1,), 2, (2, F(1), F(3), None), False,
+                ((1, 2, (1, 1), False, F(1), 1, F(1), F(4)),),
                 ((2, 3, (1, 1, 1), False, F(2), None, None, None),),
-                (1, 1, (1,), True, F(2), None, None, None), (False, False, True), False,
-                ((1, ONE),), F(2))
+                (1, 1, (1,), True, F(2), None, None, None), (False, False, True), ((1, ONE),),
+                False, False, None, False, None, False)
+#: The same, recording: the tasks' ids, the trace (empty: id 0), next id 8 and the counters.
+STEPPED_RECORDING = (F(2), (1,), (1,), 2, (2, F(1), F(3), None), False,
+                     ((5, 1, 2, (1, 1), False, F(1), 1, F(1), F(4)),),
+                     ((6, 2, 3, (1, 1, 1), False, F(2), None, None, None),),
+                     (7, 1, 1, (1,), True, F(2), None, None, None), (False, False, True),
+                     ((1, ONE),), 0, 8, False, tuple(_stats().items()), False, None, False,
+                     None, False)
 
 
 def test_the_state_of_a_stepped_run_lean_and_recording() -> None:
-    assert _stepped(False).state() == (*STEPPED_LEAN, PLAIN_OWN)
+    lean = _stepped(False)
+    assert lean.checkpointing() == LEAN
+    assert _states(lean) == [STEPPED_LEAN]
     run = _stepped(True)
-    assert run.state() == (*STEPPED_LEAN, (5,), (6,), 7, (), tuple(_stats().items()), 8,
-                           PLAIN_OWN)
+    assert run.checkpointing() == RECORDING
+    assert _states(run) == [STEPPED_RECORDING]
     run.frontier_waiting = None
-    assert cast(tuple[Any, ...], run.state())[6] is None
-    assert cast(tuple[Any, ...], run.state())[13] is None
+    assert _field(_states(run)[0], "frontier_waiting", RECORDING) is None
     run.drafting = None
-    assert cast(tuple[Any, ...], run.state())[3] is None
+    assert _field(_states(run)[0], "drafting", RECORDING) is None
     run.done = True
-    assert cast(tuple[Any, ...], run.state())[-1] == (True, (), (), ())
+    assert _field(_states(run)[0], "done", RECORDING) is True
+    run.trace.append(Event("drafter", "draft", F(0), F(1), (0,)))
+    assert _field(_states(run)[0], "trace", RECORDING) == 1  # the id of a one-event trace
 
 
 def test_a_subclass_that_overrides_a_method_reads_the_derived_parts() -> None:
+    """Code the run does not own may read anything: the history (also in a lean run), the
+    derived fields (the drafts' rows, the servers' tasks), the trace as it is (not an id: it
+    may be changed in place), and the classes of the run and of what it holds."""
     class Own(DSIRun):
         def dispatch(self) -> None:
             super().dispatch()
 
-    running_key = (5, 1, 2, (1, 1), False, F(1), 1, F(1), F(4))
-    derived = ((ONE,), (None, running_key, None), ONE, (Task, Task), DraftForward, Task)
+    assert not Own.own_code and DSIRun.own_code
     run = _stepped(False, Own)
-    assert run.own_state() == (False, derived, (), ())
-    # the history stays in the state of an overriding lean run
-    assert run.state() == (*STEPPED_LEAN, (5,), (6,), 7, (), tuple(_stats().items()), 8,
-                           (False, derived, (), ()))
+    assert run.checkpointing() == Checkpointing(own=False, resumable=False, history=True,
+                                                absolute_time=True, derived=True)
+    running = (Task, 5, 1, 2, (1, 1), False, F(1), 1, F(1), F(4))
+    fields = (Own, F(2), (1,), (1,), (ONE,), 2, (DraftForward, 2, F(1), F(3), None, ONE), False,
+              (running,), ((Task, 6, 2, 3, (1, 1, 1), False, F(2), None, None, None),),
+              (Task, 7, 1, 1, (1,), True, F(2), None, None, None), (None, running, None),
+              (False, False, True), ((1, ONE),), (), 8, False, tuple(_stats().items()), False,
+              None, False, None, False)
+    assert _states(run) == [(fields, ())]  # nothing beside the fields
     run.drafting, run.frontier_waiting = None, None
-    assert run.own_state() == (False, ((ONE,), (None, running_key, None), None, (Task, Task),
-                                       type(None), type(None)), (), ())
+    state = cast(tuple[Any, ...], _states(run)[0])[0]
+    assert (state[6], state[10]) == (None, None)
+    assert state[:6] + state[7:10] + state[11:] == fields[:6] + fields[7:10] + fields[11:]
 
 
 def test_a_subclass_that_overrides_nothing_merges_like_dsi_run() -> None:
     class Same(DSIRun):
         pass
 
-    assert _stepped(False, Same).state() == (*STEPPED_LEAN, PLAIN_OWN)
-    assert _stepped(False, Same).own_state() == PLAIN_OWN
+    assert Same.own_code
+    run = _stepped(False, Same)
+    assert run.checkpointing() == LEAN
+    assert _states(run) == [STEPPED_LEAN]
 
 
 def test_a_rebound_part_is_read_as_data() -> None:
     a, b = _stepped(), _stepped()
     b.n = 5
-    assert a.state() != b.state() and b.state() == b.state()
-    assert cast(tuple[Any, ...], b.own_state())[3] == fingerprint({"n": 5}, {})
+    first, second = _states(b, b)
+    assert _states(a) != [first] and first == second
+    assert _extras(b) == (fingerprint({"n": 5}, {}), ())
     b.n = 4
-    assert a.state() == b.state()
+    assert _states(a) == _states(b)
 
 
 def test_a_rebound_model_is_not_data() -> None:
     run = _stepped()
     run.target = dr.FunctionLM(3, lambda prefix: ONE)
-    assert isinstance(cast(tuple[Any, ...], run.own_state())[3], NoMerge)
+    own, parts = _extras(run)
+    assert isinstance(own, NoMerge) and parts == ()
 
 
 def test_the_attributes_of_a_rule_are_read() -> None:
+    """A rule of the user's is read as data (its own attributes), and the run is not resumable
+    (the checker's snapshot does not hold the rule's state)."""
     rule = _Logged()
     run = DSIRun(TARGET, AGREES, (), 4, dr.Sampler(0), DSIConfig(2, 2, verify=rule))
-    assert run.own_state() == (False, (), fingerprint({"log": []}, {}), ())
+    assert run.checkpointing() == RECORDING._replace(resumable=False, data_parts=(rule,))
+    assert _extras(run) == ((), (fingerprint({"log": []}, {}),))
     rule.log.append(("x",))
-    assert run.own_state() == (False, (), fingerprint({"log": [("x",)]}, {}), ())
+    assert _extras(run) == ((), (fingerprint({"log": [("x",)]}, {}),))
 
 
 def _named(obj: object, name: str) -> Hashable:
@@ -1046,28 +1153,30 @@ def _named(obj: object, name: str) -> Hashable:
                                   "trace", "stats", "rng", "cfg", "prompt"])
 @pytest.mark.parametrize("record", [True, False])
 def test_known_names_the_run_and_its_containers(part: str, record: bool) -> None:
-    """An attribute of a subclass that *is* one of the run's own containers is read as that
-    name (an alias grows with the run; a copy does not). The trace and the counters are named
-    only when they are in the state (a recording run); a lean run reads an alias of them as
-    data."""
+    """An attribute of a subclass that *is* the run, a part, or one of the run's own containers
+    is read as that name (an alias grows with the run; a copy does not). The trace and the
+    counters are named only when they are in the state (a recording run); a lean run reads an
+    alias of them as data."""
     class Sub(DSIRun):
         pass
 
     run = _stepped(record, Sub)
     obj = run if part == "self" else getattr(run, part)
     cast(Any, run).mine = obj
-    extra = cast(tuple[Any, ...], run.own_state())[3]
+    own, parts = _extras(run)
+    assert parts == ()
     if part in ("trace", "stats") and not record:
-        assert extra == fingerprint({"mine": obj}, {})
+        assert own == fingerprint({"mine": obj}, {})
     else:
-        assert extra == _named(obj, part)
+        assert own == _named(obj, part)
     if part not in ("self", "rng", "cfg", "prompt"):
         # a copy of the container, read as data: a named alias is not a copy (a lean run
         # reads an alias of its trace or counters as data, and then they merge)
         other = _stepped(record, Sub)
         cast(Any, other).mine = cast(Any, getattr(other, part)).copy()
         named = record or part not in ("trace", "stats")
-        assert (other.state() != run.state()) is named
+        mine, theirs = _states(run, other)
+        assert (mine != theirs) is named
 
 
 def test_an_overriding_lean_run_names_its_trace_and_counters() -> None:
@@ -1079,7 +1188,7 @@ def test_an_overriding_lean_run_names_its_trace_and_counters() -> None:
         run = _stepped(False, Own)
         obj = getattr(run, part)
         cast(Any, run).mine = obj
-        assert cast(tuple[Any, ...], run.own_state())[3] == _named(obj, part)
+        assert _extras(run) == (_named(obj, part), ())
 
 
 def test_a_rebound_part_is_not_named() -> None:
@@ -1090,8 +1199,7 @@ def test_a_rebound_part_is_not_named() -> None:
     run = _stepped(True, Sub)
     run.prompt = (0,)
     cast(Any, run).mine = run.prompt
-    assert cast(tuple[Any, ...], run.own_state())[3] == fingerprint(
-        {"mine": (0,), "prompt": (0,)}, {})
+    assert _extras(run) == (fingerprint({"mine": (0,), "prompt": (0,)}, {}), ())
 
 
 def test_the_first_merge_point_is_the_state_after_the_start() -> None:
@@ -1101,11 +1209,55 @@ def test_the_first_merge_point_is_the_state_after_the_start() -> None:
     other = DSIRun(TARGET, AGREES, (), 3, dr.Sampler(0), DSIConfig(2, 2, LAT))
     other.start_drafting()
     other.submit(0, 0, frontier=True)
-    assert rng.hints[0] == (other.state(), True, ())
+    other.started, other.step = True, TOP  # where the run is at its first merge point
+    assert rng.entered == [RECORDING]
+    assert rng.hints[0] == (rng.states.merge_state(other, RECORDING), ())
     # one merge point per instant: 0, 1/2, 3/5, 7/10, 3 (then 18/5 ends the run)
-    assert [(h[1], h[2], cast(tuple[Any, ...], h[0])[10]) for h in rng.hints] == [
-        (True, (), F(0)), (False, (), F(1, 2)), (False, (), F(3, 5)), (False, (), F(7, 10)),
-        (False, (1,), F(3))]
+    assert [(h[1], _field(h[0], "now", RECORDING)) for h in rng.hints] == [
+        ((), F(0)), ((), F(1, 2)), ((), F(3, 5)), ((), F(7, 10)), ((1,), F(3))]
+
+
+class _Resuming(_Hints):
+    """`_Hints` of a checker that resumes: it records the step of each resume point too."""
+
+    resumes = True
+
+    def __init__(self, seed: int, **kwargs: Any) -> None:
+        super().__init__(seed, **kwargs)
+        self.paused: list[tuple[object, ...] | None] = []
+
+    def pause(self, run: StepRun) -> None:
+        self.paused.append(cast(DSIRun, run).step)
+
+
+@pytest.mark.parametrize("sample_drafts_at", ["end", "start"])
+def test_a_merge_point_names_the_point_of_the_loop(
+        sample_drafts_at: Literal["end", "start"]) -> None:
+    """N = 2, k = 1, SP = 2, every forward 1, canonical order (the drafter first), under a
+    checker that resumes: a merge point at the top of the loop (the clock still at the last
+    batch's instant, nothing due) and, before each further event of a batch due at one instant,
+    one with its step and the events still due. At 1 the draft of 0 (then task#1, verify
+    0..1, on server 1) and the frontier task#0 are due: after the draft, task#0 (which accepts
+    it). At 2 the draft of 1, task#1 and the frontier task#2 are due: after the draft, the two
+    tasks (task#1 commits 1: done). A resume point inside an event only before a step that may
+    draw: starting a draft when drafts are sampled at its start, never with constant costs
+    otherwise."""
+    rng = _Resuming(0, scheduler="first")
+    config = DSIConfig(1, 2, UNIT, record=False, sample_drafts_at=sample_drafts_at)
+    run = DSIRun(TARGET, AGREES, (), 2, rng, config)
+    assert run.run() == Run((1, 1), F(2))
+    assert run.resuming and rng.entered == [LEAN]
+    names = ("now", "step", "due", "due_started")
+    task0 = (0, 0, (), True, F(0), 0, F(0), F(1))
+    task1 = (0, 1, (1,), False, F(1), 1, F(1), F(2))
+    task2 = (1, 1, (1,), True, F(1), 0, F(1), F(2))
+    assert [(tuple(_field(s, n, LEAN) for n in names), c) for s, c in rng.hints] == [
+        ((F(0), TOP, None, False), ()),
+        ((F(1), ("next",), (task0,), True), ()),
+        ((F(1), TOP, None, False), (1,)),
+        ((F(2), ("next",), (task1, task2), True), (1,)),
+    ]
+    assert rng.paused == ([] if sample_drafts_at == "end" else [("draft on",), ("draft on",)])
 
 
 # -- the rules of the run, step by step ----------------------------------------------------------
@@ -1128,6 +1280,45 @@ def test_preempting_a_waiting_frontier_task() -> None:
     assert run.tasks == [] and run.busy == [None, None, None]
     assert run.trace[-1] == Event("target-1", "preempted", F(1), F(2), (1, 2),
                                   f"{_verify(5, 1, 2)}: done")
+
+
+class _CountsCommits(DSIRun):
+    """Overrides the committer (`DSIRun.commit_ready`): counts its calls, by source task."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.commits: list[str] = []
+
+    def commit_ready(self, source: Task) -> None:
+        self.commits.append(source.label)
+        super().commit_ready(source)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_an_overridden_committer_decides_every_finished_task(exact: bool) -> None:
+    """A subclass that overrides a step has it called by the loop: `commit_ready` once per
+    finished task, under a sampler and under the exact checker (which then neither resumes the
+    run nor takes the committer's steps apart), with the run's law unchanged. N = 2, k = 1,
+    SP = 2, every forward 1, the first option at each tie: at 1 the draft of 0 (task#1, verify
+    0..1, on server 1), then the frontier task#0 accepts it; at 2 the draft of 1 (task#3,
+    queued), then task#1 accepts it: done (the frontier task#2 and task#3 are preempted, never
+    finished)."""
+    config = DSIConfig(1, 2, UNIT)
+    if not exact:
+        run = _CountsCommits(TARGET, AGREES, (), 2, dr.Sampler(0), config)
+        assert run.run().tokens == (1, 1)
+        assert run.commits == [_front(0, 0), _verify(1, 0, 1)]
+        return
+    seen: list[list[str]] = []
+
+    def program(rng: Any) -> tuple[int, ...]:
+        run = _CountsCommits(TARGET, AGREES, (), 2, rng, config)
+        tokens = run.run().tokens
+        seen.append(run.commits)
+        return tokens
+
+    assert dr.exact_distribution(program, scheduler="first") == {(1, 1): 1}
+    assert seen and all(commits == [_front(0, 0), _verify(1, 0, 1)] for commits in seen)
 
 
 def test_a_commit_preempts_a_waiting_frontier_task() -> None:

@@ -27,8 +27,8 @@ import pytest
 
 from dsi_ref.audit import exact as ex
 from dsi_ref.audit.exact import law as exact_law_module
-from dsi_ref.audit.exact.engine import dead_key
 from dsi_ref.audit.exact.guard import Guard, guard_targets
+from dsi_ref.audit.exact.replay import dead_key
 from dsi_ref.base.errors import (
     InvalidAuditError,
     InvalidParameterError,

@@ -13,6 +13,7 @@ its keys, where it must not merge.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
 from fractions import Fraction as F
 from typing import Any
 
@@ -21,8 +22,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import dsi_ref as dr
+from dsi_ref.audit.exact.state import States
 from dsi_ref.audit.schedulers import tie_rule_law
 from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, StepRun
 
 RULES = ("rejection", "exact_match", "block")
 
@@ -121,27 +124,46 @@ def test_every_schedule_quantified_with_resuming() -> None:
     assert merged == dr.target_distribution(target, (), 3)
 
 
-class _Rng:
-    """A `Randomness` stand-in that says whether its ``choose`` reads keys."""
+class _Rng(ExactHooks):
+    """A stand-in for the exact checker's offer (`ExactHooks`) that says whether its
+    ``choose`` reads keys; it draws nothing (the runs below are stepped by hand)."""
 
     def __init__(self, keyed_choices: bool) -> None:
         self.keyed_choices = keyed_choices
-        self._sampler = dr.Sampler(0)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sampler, name)
+    def merge_point(self, state: Hashable, *, entry: bool = False,
+                    committed: tuple[int, ...] | None = None,
+                    snapshot: Callable[[], object] | None = None,
+                    restore: Callable[[object], bool] | None = None) -> None:
+        raise AssertionError("not called")
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        raise AssertionError("not called")
+
+    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+        raise AssertionError("not called")
+
+    def merge(self, run: StepRun) -> None:
+        raise AssertionError("not called")
+
+    def pause(self, run: StepRun) -> None:
+        raise AssertionError("not called")
 
 
 def _shifted_states(keyed_choices: bool, keep_time: bool) -> tuple[object, object]:
-    """The merge state of one DSI run with its forwards in flight, before and after moving its
-    clock and every time in it by 2."""
+    """The merge state of one DSI run with its forwards in flight (as the exact checker reads
+    it: `States.merge_state`), before and after moving its clock and every time in it by 2."""
     target = dr.TableLM.context_free((F(1, 2), F(1, 2)))
     config = dr.DSIConfig(2, 2, dr.Latency(drafter=F(1), target=F(3)), record=False,
                           keep_time=keep_time)
     run = dr.DSIRun(target, target, (), 3, _Rng(keyed_choices), config)  # type: ignore[arg-type]
+    # relative times exactly when the run keeps no time and the choices do not read keys
+    assert run.checkpointing().absolute_time is (keyed_choices or keep_time)
+    states = States()
     run.start_drafting()
     run.submit(0, 0, frontier=True)
-    before = run.state()
+    assert run.tasks and run.drafting is not None  # times in flight to shift
+    before = states.merge_state(run, run.checkpointing())
     run.now += 2
     for task in run.tasks:
         task.submitted += 2
@@ -150,7 +172,7 @@ def _shifted_states(keyed_choices: bool, keep_time: bool) -> tuple[object, objec
     assert run.drafting is not None
     run.drafting.start += 2
     run.drafting.end += 2
-    return before, run.state()
+    return before, states.merge_state(run, run.checkpointing())
 
 
 def test_the_relative_time_merge_applies_only_when_nothing_reads_the_clock() -> None:
@@ -163,6 +185,30 @@ def test_the_relative_time_merge_applies_only_when_nothing_reads_the_clock() -> 
     for keyed_choices, keep_time in ((True, False), (False, True), (True, True)):
         before, after = _shifted_states(keyed_choices, keep_time)
         assert before != after
+
+
+def test_uniform_ties_keep_the_checkers_offer() -> None:
+    """Under the ``"uniform"`` tie rule the decoder sees the checker through a wrapper that
+    turns each ``choose`` into a draw; the wrapper is still the checker's offer
+    (`dsi_ref.base.exact_hooks.exact_hooks`), so a DSI run merges and resumes under it: the
+    plain law in fewer runs."""
+    target = dr.TableLM.context_free((F(1, 2), F(1, 3), F(1, 6)), eos=2)
+    drafter = dr.TableLM.context_free((F(1, 3), F(1, 3), F(1, 3)), eos=2)
+    calls = [0]
+    offered: list[bool] = []
+
+    def program(rng: Any) -> tuple[int, ...]:
+        calls[0] += 1
+        offered.append(isinstance(rng, ExactHooks) and rng.resumes)
+        return dr.dsi(target, drafter, (), 3, rng, lookahead=2, sp_degree=2,
+                      latency=dr.Latency(drafter=F(1), target=F(2)), record=False).tokens
+
+    merged = tie_rule_law(program, "uniform")
+    merged_runs, calls[0] = calls[0], 0
+    assert all(offered)
+    plain = tie_rule_law(program, "uniform", merge=False)
+    assert merged == plain == dr.target_distribution(target, (), 3)
+    assert merged_runs < calls[0]
 
 
 def test_the_engine_says_which_schedulers_read_keys() -> None:

@@ -62,12 +62,13 @@ search tries to refute them, docs/dsi-walkthrough.md explains them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
 from ..base.errors import InvalidParameterError, PathLimitError, ScheduleDependenceError
+from ..base.exact_hooks import Checkpointing, ExactHooks, StepRun, exact_hooks
 from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Key
@@ -143,12 +144,54 @@ class _UniformTies:
         return getattr(self._rng, name)
 
 
+class _UniformTiesHooks(_UniformTies, ExactHooks):
+    """`_UniformTies` of the exact checker: it is the checker's offer too
+    (`dsi_ref.base.exact_hooks.exact_hooks`), forwarded, so that a decoder under uniform ties
+    merges and resumes as it does under the checker itself (the wrapper keeps no state)."""
+
+    def __init__(self, rng: ExactHooks) -> None:
+        super().__init__(rng)
+        self.resumes = rng.resumes
+        self.keyed_choices = rng.keyed_choices
+        self._hooks = rng
+
+    def merge_point(self, state: Hashable, *, entry: bool = False,
+                    committed: tuple[int, ...] | None = None,
+                    snapshot: Callable[[], object] | None = None,
+                    restore: Callable[[object], bool] | None = None) -> None:
+        """The checker's free-form merge point (`ExactHooks.merge_point`)."""
+        self._hooks.merge_point(state, entry=entry, committed=committed, snapshot=snapshot,
+                                restore=restore)
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        """The checker's free-form resume point (`ExactHooks.resume_point`)."""
+        self._hooks.resume_point(snapshot)
+
+    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+        """The checker's `ExactHooks.enter`."""
+        self._hooks.enter(run, checkpointing)
+
+    def merge(self, run: StepRun) -> None:
+        """The checker's `ExactHooks.merge`."""
+        self._hooks.merge(run)
+
+    def pause(self, run: StepRun) -> None:
+        """The checker's `ExactHooks.pause`."""
+        self._hooks.pause(run)
+
+
+def _uniform_ties(rng: Any) -> _UniformTies:
+    """``rng`` with uniform ties (`_UniformTies`), still the checker's offer when it is one."""
+    hooks = exact_hooks(rng)
+    return _UniformTies(rng) if hooks is None else _UniformTiesHooks(hooks)
+
+
 def tie_rule_law(program: Callable[[Any], Any], tie_rule: TieRule, **exact_kwargs: Any
                  ) -> dict[Any, Fraction]:
     """The exact law of ``program(rng)`` with ties broken by ``tie_rule``."""
     check_choice("tie_rule", tie_rule, TIE_RULES)
     if tie_rule == "uniform":
-        return exact_distribution(lambda rng: program(_UniformTies(rng)), **exact_kwargs)
+        return exact_distribution(lambda rng: program(_uniform_ties(rng)), **exact_kwargs)
     return exact_distribution(program, scheduler=tie_rule, **exact_kwargs)
 
 

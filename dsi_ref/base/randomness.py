@@ -44,6 +44,7 @@ from typing import (
 import numpy as np
 
 from .errors import InvalidParameterError
+from .exact_hooks import exact_hooks
 from .models import sequential_sum
 from .validate import check_bool, check_seed, is_int
 
@@ -103,18 +104,22 @@ def merge_point(rng: object, state: Hashable, *, entry: bool = False,
     decoder's run keeps at this point, and ``restore(copy)`` puts such a copy back, so that the
     run then goes on exactly as the run that took it went on from its merge point; ``restore``
     returns False (and changes nothing) for a copy it cannot take back (another invocation's). An
-    interpreter that resumes (``rng.resumes`` is true: the exact engine with merging on) then
-    need not replay a decoder from its start for every branch: at the ``entry`` merge point it
-    may restore the snapshot of a later merge point on the same path of choices. Passed to
-    ``rng.merge_point`` only when ``rng.resumes``.
+    interpreter that resumes (`dsi_ref.base.exact_hooks.ExactHooks.resumes`: the exact engine
+    with merging on) then need not replay a decoder from its start for every branch: at the
+    ``entry`` merge point it may restore the snapshot of a later merge point on the same path of
+    choices. Passed on only when it resumes.
+
+    The call goes to ``rng`` when it is the exact checker (`dsi_ref.base.exact_hooks`, the
+    protocol of what the checker offers a decoder); any other ``rng`` ignores it.
     """
-    hint = getattr(rng, "merge_point", None)
-    if hint is None:
+    hooks = exact_hooks(rng)
+    if hooks is None:
         return
-    if snapshot is not None and restore is not None and getattr(rng, "resumes", False) is True:
-        hint(state, entry=entry, committed=committed, snapshot=snapshot, restore=restore)
+    if snapshot is not None and restore is not None and hooks.resumes:
+        hooks.merge_point(state, entry=entry, committed=committed, snapshot=snapshot,
+                          restore=restore)
     else:
-        hint(state, entry=entry, committed=committed)
+        hooks.merge_point(state, entry=entry, committed=committed)
 
 
 _MASK = (1 << 64) - 1

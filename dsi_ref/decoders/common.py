@@ -470,11 +470,11 @@ def attribute_state(obj: object, skip: frozenset[str] | set[str],
 
 def own_parts(run: Any, skip: frozenset[str],
               known: Callable[[], Mapping[int, str]]) -> tuple[Hashable, Hashable]:
-    """The two parts of a run's merge state that its own fields do not give (`SIRun.own_state`,
-    `DSIRun.own_state`): the `attribute_state` of its rule (``run.rule``; ``()`` for a rule
-    without attributes) and that of the run's attributes outside ``skip``, whose references to
-    the run's own objects are named by ``known()`` (only called when there is something to
-    read)."""
+    """The two parts of a run's merge state that its own fields do not give (`SIRun.own_state`;
+    the exact checker reads a `dsi_ref.decoders.dsi.DSIRun` itself): the `attribute_state` of
+    its rule (``run.rule``; ``()`` for a rule without attributes) and that of the run's
+    attributes outside ``skip``, whose references to the run's own objects are named by
+    ``known()`` (only called when there is something to read)."""
     rule = run.rule
     rule_state = (attribute_state(rule, frozenset(), {})
                   if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())

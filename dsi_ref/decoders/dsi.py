@@ -4,65 +4,68 @@ The rules are those of docs/dsi-semantics.md (the contract shared with the accep
 model): one drafter drafting continuously; a verification task per window of ``lookahead`` drafts;
 a frontier task that always computes ``p`` at the committed frontier; ``sp_degree`` target servers
 (server 0 reserved for the frontier task when ``sp_degree >= 2``); a committer that decides
-positions left to right with the verification rules of `dsi_ref.decoders.verification`; preemption
-of
-everything built on a rejected draft.
+positions left to right with the verification rules of `dsi_ref.decoders.verification`;
+preemption of everything built on a rejected draft.
 
 Concurrency is explicit nondeterminism: events due at the same instant are delivered in an order
 chosen by ``rng.choose`` (canonical order first: the drafter, then tasks by start order), and with
 ``queue="any"`` so is the next queued task. The exact checker explores every choice.
+
+The run is its state (`dsi_ref.decoders.dsi_parts.DSIState`) and one loop (`DSIRun.run`) over
+steps named after the algorithm. Under the exact checker the loop offers a merge point at each
+instant, and a resumable run (`DSIRun`'s own code, a built-in rule) offers resume points inside
+an event too (`DSIRun.point`): the checker snapshots and restores the fields itself, so the
+speed-ups need no second copy of the loop.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
-from fractions import Fraction
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Literal, cast
 
+from ..base.exact_hooks import Checkpointing, exact_hooks
 from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from .common import (
     DEFAULT_LATENCY,
-    CostLaw,
-    FixedParts,
-    PrefixKey,
     check_inputs,
     cost_laws,
     forward_cost,
-    merge_hint,
     model_probs,
-    overridden,
-    own_parts,
-    resumes,
     reuse_config,
-    stateless_rule,
 )
-from .dsi_parts import QUEUE_POLICIES, DraftForward, DSIConfig, QueuePolicy, Task
-from .dsi_resume import restore, run_resuming, snapshot
+from .dsi_parts import QUEUE_POLICIES, DraftForward, DSIConfig, DSIState, QueuePolicy, Task
+from .stepping import built_parts, overridden, stateless_rule, with_built
 from .verification import Decision, Rule, VerifyRule, as_rule, decide_window, is_window_rule
 
-__all__ = ["QUEUE_POLICIES", "DSIConfig", "DSIRun", "DraftForward", "QueuePolicy", "Task", "dsi"]
+__all__ = ["QUEUE_POLICIES", "DSIConfig", "DSIRun", "DSIState", "DraftForward", "QueuePolicy",
+           "Task", "dsi"]
+
+#: Where a run is at its merge points: at the top of the loop, before the events due now; before
+#: the next event of a batch due at the same instant.
+_TOP: tuple[object, ...] = ("top",)
+_NEXT: tuple[object, ...] = ("next",)
 
 
-class DSIRun:
-    """One run of DSI: the state of the event loop and the rules that change it.
+class DSIRun(DSIState):
+    """One run of DSI: its state (the fields of `DSIState`) and the rules that change it.
 
     Public so that variants override one rule (the zoo's mutants) or the event loop (the torch
-    engine's `dsi_ref.backends.engine`); use `dsi` to run it. Its target forwards are `Task`
-    objects and the drafter's forward in flight a `DraftForward`.
+    engine, `dsi_ref.backends.engine`); use `dsi` to run it. Its target forwards are `Task`
+    objects and the drafter's forward in flight a `DraftForward`. Every other attribute its
+    ``__init__`` sets is a part it is built on (`built_on`).
     """
 
-    # where a resuming run is (set by `dsi_resume.run_resuming`, kept in its snapshots): the
-    # events still due at ``now`` (``None``: none), the step it was stopped at, whether an event
-    # of the batch was delivered, the trace's `PrefixKey`, and which steps may draw
-    _due: list[DraftForward | Task] | None
-    _step: tuple[object, ...] | None
-    _due_started: bool
-    _trace_key: PrefixKey
-    _draws: tuple[bool, bool]
+    #: Whether the class is `DSIRun`'s own code: it replaces none of its methods (set for each
+    #: subclass when it is made).
+    own_code: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.own_code = not overridden(cls, DSIRun)
 
     def __init__(self, target: LanguageModel, drafter: LanguageModel, prompt: tuple[int, ...],
                  max_new_tokens: int, rng: Randomness, config: DSIConfig) -> None:
@@ -70,28 +73,22 @@ class DSIRun:
         self.n, self.rng, self.cfg = max_new_tokens, rng, config
         self.eos = target.eos
         self.rule = as_rule(config.verify)
-        self.now: Time = Fraction(0)
-        self.committed: list[int] = []
-        self.drafts: list[int] = []                 # speculative tokens at F, F+1, ...
-        self.draft_rows: list[tuple[Number, ...]] = []
-        self.window_start = 0                       # first position of the current window
-        self.drafting: DraftForward | None = None
-        self.drafter_first = True
-        self.tasks: list[Task] = []                 # queued or running
-        self.queue: list[Task] = []                 # waiting verification tasks, in submit order
-        self.frontier_waiting: Task | None = None   # SP = 1: frontier task waiting for the server
-        self.busy: list[Task | None] = [None] * config.sp_degree
+        self._laws = (config.latency, cost_laws(config.latency))
+        random_cost = not config.latency.is_constant
+        # which steps inside an event may draw, else a resume point before them saves nothing:
+        # starting a target forward (a random cost, or the scheduler's pick of the queue), and
+        # starting a draft (a random cost, or a draft sampled when its forward starts)
+        self._draws = (random_cost or config.queue == "any",
+                       random_cost or config.sample_drafts_at == "start")
+        self._hooks = exact_hooks(rng)
+        self._built = built_parts(self)
+        super().__init__()
+        self.busy = [None] * config.sp_degree
         self.server_first = [True] * config.sp_degree
-        self.supplied: dict[int, tuple[Number, ...]] = {}  # p(. | committed prefix) by position
-        self.trace: list[Event] = []
-        self.next_id = 0
         self.done = max_new_tokens == 0
         self.stats = dict.fromkeys(("drafts", "accepted", "rejected", "bonus", "tasks",
                                     "frontier_tasks", "preempted_tasks", "preempted_drafts",
                                     "max_busy_servers"), 0)
-        self._fixed = FixedParts(self, _FIXED)
-        self._laws: tuple[Latency, dict[tuple[str, bool], CostLaw]] = (
-            config.latency, cost_laws(config.latency))
 
     # -- the speculative sequence --------------------------------------------------------------
     @property
@@ -121,12 +118,10 @@ class DSIRun:
 
     def finish_draft(self, d: DraftForward) -> None:
         """Deliver a draft ``x ~ q``; submit a verification task when its window is full (or at
-        position ``N - 1``, or at an EOS draft); draft on."""
+        position ``N - 1``, or at an EOS draft); draft on (`finish_event`)."""
         window = self._deliver_draft(d)
-        if window is not None:
-            self.submit(*window)
-            self.window_start = d.position + 1
-        self.start_drafting()
+        self.finish_event(("draft on",) if window is None
+                          else ("submit", window[0], window[1], d.position + 1))
 
     def _deliver_draft(self, d: DraftForward) -> tuple[int, int] | None:
         """`finish_draft` up to the submission: the draft delivered; the positions of the
@@ -200,13 +195,15 @@ class DSIRun:
             self.run_on(task, free[0])
 
     def run_on(self, task: Task, server: int) -> None:
-        """Start ``task`` on ``server`` now (TTFT for the server's first forward, TPOT after)."""
+        """Start ``task`` on ``server`` now (TTFT for the server's first forward, TPOT after),
+        as a new `Task` with its server and times."""
         cost = self._cost("target", self.server_first[server])
         self.server_first[server] = False
         if task.submitted != self.now:
             self.trace.append(Event(f"target-{server}", "wait", task.submitted, self.now,
                                     tuple(range(task.first, task.last + 1)), task.label))
-        task.server, task.start, task.end = server, self.now, self.now + cost
+        task = Task(task.id, task.first, task.last, task.context, task.frontier, task.submitted,
+                    server, self.now, self.now + cost)
         self.busy[server] = task
         self.tasks.append(task)
         self.stats["max_busy_servers"] = max(self.stats["max_busy_servers"],
@@ -237,14 +234,27 @@ class DSIRun:
         self.stats["preempted_tasks"] += 1
 
     def finish_task(self, task: Task) -> None:
-        """A task's forward completes: record its rows, let the committer decide, dispatch."""
+        """A task's forward completes: its rows (`target_rows`) go to the committer
+        (`deliver_rows`)."""
+        self.deliver_rows(task, self.target_rows(task))
+
+    def deliver_rows(self, task: Task, rows: Mapping[int, Sequence[Number]]) -> None:
+        """A finished task's rows ``p`` by position (from `target_rows`, or from a real server):
+        free its server, record its forward, let the committer decide (`commit_ready`), and
+        finish the event (`finish_event`: dispatch). A resuming run (`DSIRun`'s own code, whose
+        `commit_ready` is this class's) takes the committer's two steps apart, so that a resume
+        point comes between its decisions and their consequences."""
         self.release(task)
         self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
                                 task.start if task.start is not None else self.now, self.now,
                                 tuple(range(task.first, task.last + 1)), task.label))
-        self.supplied.update(self.target_rows(task))
-        self.commit_ready(task)
-        self.dispatch()
+        self.supplied.update(cast("Mapping[int, tuple[Number, ...]]", rows))
+        if not self.resuming:  # a subclass's committer, if it has one
+            self.commit_ready(task)
+            self.finish_event(("dispatch",))
+            return
+        moved = self._commit_decisions(task)
+        self.finish_event(("after commits",) if moved else ("dispatch",))
 
     def target_rows(self, task: Task) -> dict[int, tuple[Number, ...]]:
         """What a finished task supplies: ``p(. | committed + drafts before j)`` at each position
@@ -255,7 +265,8 @@ class DSIRun:
 
     # -- committer -----------------------------------------------------------------------------
     def commit_ready(self, source: Task) -> None:
-        """Decide positions left to right while some finished task supplies p at the frontier."""
+        """Decide positions left to right while some finished task supplies p at the frontier,
+        and apply the commits' consequences (`deliver_rows` does both, step by step)."""
         if self._commit_decisions(source):
             self._after_commits()
 
@@ -343,199 +354,140 @@ class DSIRun:
         self.start_drafting()
 
     # -- the event loop ------------------------------------------------------------------------
-    def state(self) -> tuple[object, ...]:
-        """Everything the rest of the run depends on, for the exact engine's merge points.
-
-        Note: why a lean run merges more. The future of the run — which events happen when,
-        which tokens are committed — depends on the committed tokens, the drafts, the task and
-        draft in flight (context, timing, server), the queue, the rows supplied and the clock,
-        but not on the trace, the counters or the tasks' ids (which only name tasks in labels).
-        A recording run returns its trace and counters, so they must be part of the state; a
-        lean run (``record=False``) returns neither, so paths with different histories but the
-        same future merge. That is `DSIRun`'s own code: a subclass that overrides any method
-        may read the history, so its lean runs keep it in the state (see `own_state`).
-        """
-        return self._state(self.own_state())
-
-    def _state(self, own: Hashable, trace: Hashable = None) -> tuple[object, ...]:
-        """`state` with ``own`` as its `own_state` (and ``trace`` for the trace, when given)."""
-        if (not self.cfg.keep_time and not _overrides(type(self))
-                and not getattr(self.rng, "keyed_choices", True)):
-            return (*self._relative_state(), own)
-        lean = (tuple(self.committed), tuple(self.drafts), self.window_start,
-                self.drafting.key() if self.drafting else None,
-                tuple(t.key()[1:] for t in self.tasks), tuple(t.key()[1:] for t in self.queue),
-                self.frontier_waiting.key()[1:] if self.frontier_waiting else None,
-                tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()),
-                self.now)
-        if not self.cfg.record and not _overrides(type(self)):
-            return (*lean, own)
-        return (*lean, tuple(t.id for t in self.tasks), tuple(t.id for t in self.queue),
-                self.frontier_waiting.id if self.frontier_waiting else None,
-                tuple(self.trace) if trace is None else trace, tuple(self.stats.items()),
-                self.next_id, own)
-
-    def _relative_state(self) -> tuple[object, ...]:
-        """The lean state with every time taken relative to ``now`` (``keep_time=False``): the
-        rest of a run that returns no time depends on when its forwards in flight end relative
-        to now, not on now. Only when the scheduler's choices do not read their keys (which hold
-        ``now``): `dsi_ref.audit.exact`'s ``keyed_choices`` is false."""
-        now = self.now
-
-        def task(t: Task) -> tuple[object, ...]:
-            return (t.first, t.last, t.context, t.frontier, _since(t.submitted, now), t.server,
-                    None if t.start is None else _since(t.start, now),
-                    None if t.end is None else _since(t.end, now))
-
-        drafting = self.drafting
-        waiting = self.frontier_waiting
-        return (tuple(self.committed), tuple(self.drafts), self.window_start,
-                None if drafting is None else (drafting.position, _since(drafting.start, now),
-                                               _since(drafting.end, now), drafting.token),
-                tuple([task(t) for t in self.tasks]), tuple([task(t) for t in self.queue]),
-                None if waiting is None else task(waiting),
-                tuple(self.server_first), self.drafter_first, tuple(self.supplied.items()))
-
-    def own_state(self) -> Hashable:
-        """The part of `state` that `DSIRun`'s own fields do not give: ``done`` and a
-        `fingerprint` of every instance attribute not accounted for (whatever a subclass
-        added), or a `NoMerge` (no merging at this point) when one of them is not plain data.
-
-        Accounted for: the fields of `state`; the parts the run is built on (models, ``rng``,
-        config, rule, prompt, ``n``, EOS) while they are the very objects they were before the
-        run started (a rebound one is read as data; the rule's own attributes, if any, always
-        are); and what `DSIRun`'s code keeps as a function of those fields (``draft_rows``, the
-        servers' ``busy`` list, the draft's row, the tasks' class), which a subclass that
-        overrides any method reads here too.
-        """
-        cls = type(self)
-        skip = _ACCOUNTED
-        derived: Hashable = ()
-        if _overrides(cls):
-            drafting = self.drafting
-            derived = (tuple(self.draft_rows), tuple(t.key() if t else None for t in self.busy),
-                       drafting.row if drafting else None,
-                       tuple(type(t) for t in (*self.tasks, *self.queue)),
-                       type(drafting), type(self.frontier_waiting))
-        changed = self._fixed.changed(self)
-        if changed:
-            skip = skip - changed  # rebound: read as data (a model is not: no merging)
-        rule_state, extra = own_parts(self, skip, lambda: self._known(changed))
-        return (self.done, derived, rule_state, extra)
-
-    def _known(self, changed: frozenset[str]) -> dict[int, str]:
-        """The objects outside ``self``'s own data that a subclass attribute may refer to
-        (the parts of the run that are still what they were, its own containers)."""
-        known = self._fixed.known(changed)
-        known.update({id(self): "self", id(self.committed): "committed",
-                      id(self.drafts): "drafts", id(self.tasks): "tasks",
-                      id(self.queue): "queue", id(self.supplied): "supplied"})
-        if self.cfg.record or _overrides(type(self)):  # the history is in the state
-            known.update({id(self.trace): "trace", id(self.stats): "stats"})
-        return known
-
     def run(self) -> Run:
         """The event loop: deliver the earliest events (ties in an order the scheduler chooses)
-        until the last position is committed."""
-        hint = merge_hint(self.rng)
-        if hint is not None and resumes(self.rng) and self._resumable():
-            return run_resuming(self, hint)
-        # what the run is built on, before it starts (a resuming run checks its parts when it
-        # restores a snapshot, `same_parts`)
-        if self._fixed.changed(self):
-            self._fixed = FixedParts(self, _FIXED)
-        if not self.done:
-            self.start_drafting()
-            self.submit(0, 0, frontier=True)
-        first = True
-        while not self.done:
-            if hint:
-                hint(self.state(), entry=first, committed=tuple(self.committed))
-                first = False
-            # canonical order: the drafter, then tasks in the order they started
-            pending: list[tuple[Time, DraftForward | Task]] = (
-                [(self.drafting.end, self.drafting)] if self.drafting else [])
-            pending += [(t.end, t) for t in self.tasks if t.end is not None]
-            self.now = min(end for end, _ in pending)
-            due = [event for end, event in pending if end == self.now]
+        until the last position is committed.
+
+        Under the exact checker the run enters first (the checker may restore a later snapshot
+        of the same path), then offers a merge point at each instant before the events due, and,
+        when it resumes, before each further event of a batch due at the same instant and inside
+        an event (`point`)."""
+        hooks = self._hooks
+        if hooks is not None:
+            checkpointing = self.checkpointing()
+            self.resuming = hooks.resumes and checkpointing.resumable
+            hooks.enter(self, checkpointing)  # may put the run where a snapshot of this path was
+        if not self.started:
+            self.started = True
+            if not self.done:
+                self.start_drafting()
+                self.submit(0, 0, frontier=True)
+        elif self.step is not None and self.step is not _TOP and self.step is not _NEXT:
+            self.finish_event(self.step, paused=True)  # the event it was restored in
+        while True:
+            if self.due is None:
+                if self.done:
+                    break
+                self.merge_point(_TOP)
+                # canonical order: the drafter, then tasks in the order they started
+                pending: list[tuple[Time, DraftForward | Task]] = (
+                    [(self.drafting.end, self.drafting)] if self.drafting else [])
+                pending += [(t.end, t) for t in self.tasks if t.end is not None]
+                self.now = min(end for end, _ in pending)
+                self.due = [event for end, event in pending if end == self.now]
+            due = self.due
             while due and not self.done:
+                if self.due_started and self.resuming:
+                    self.merge_point(_NEXT)
                 event = due[0] if len(due) == 1 else self.rng.choose(due, key=("tie", self.now))
                 due.remove(event)
+                self.due_started = True
                 if isinstance(event, DraftForward):
                     if event is self.drafting:
                         self.finish_draft(event)
                 elif event in self.tasks:
                     self.finish_task(event)
+            self.due = None
+            self.due_started = False
         return self.result()
+
+    def finish_event(self, step: tuple[object, ...], *, paused: bool = False) -> None:
+        """The rest of an event, step by step, from ``step``: ``("after commits",)`` (stale
+        tasks preempted, the frontier task resubmitted), then ``("dispatch",)`` (the end of
+        `deliver_rows`); or ``("submit", first, last, window_start)`` (`finish_draft`'s
+        verification task), then ``("draft on",)`` (its `start_drafting`). A resume point comes
+        before each step (`point`), but the first when ``paused`` (a run restored there)."""
+        next_step: tuple[object, ...] | None = step
+        while next_step is not None:
+            if not paused:
+                self.point(next_step)
+            paused = False
+            kind = next_step[0]
+            if kind == "after commits":
+                self._after_commits()
+                next_step = ("dispatch",)
+            elif kind == "dispatch":
+                self.dispatch()
+                next_step = None
+            elif kind == "submit":
+                first, last, window_start = cast("tuple[int, int, int]", next_step[1:])
+                self.submit(first, last)
+                self.window_start = window_start
+                next_step = ("draft on",)
+            else:  # "draft on"
+                self.start_drafting()
+                next_step = None
+        self.step = None
+
+    # -- what the exact checker reads (`dsi_ref.base.exact_hooks`) -----------------------------
+    def point(self, step: tuple[object, ...]) -> None:
+        """A resume point before ``step`` of an event (`finish_event`): the run is there (a
+        snapshot keeps ``step``), and a resuming run offers the checker a snapshot when the
+        step may draw."""
+        self.step = step
+        if self.resuming and self._draws[step[0] == "draft on"] and self._hooks is not None:
+            self._hooks.pause(self)
+
+    def merge_point(self, where: tuple[object, ...]) -> None:
+        """A merge point of the loop (``where``: at its top, or before the next event of a batch),
+        unless the run was just restored there (the point is behind it)."""
+        if self.step is where:
+            self.step = None
+            return
+        if self._hooks is not None:
+            self.step = where
+            self._hooks.merge(self)
+            self.step = None
+
+    def built_on(self) -> Mapping[str, object]:
+        """The parts the run is built on: what its ``__init__`` set before its fields (models,
+        ``rng``, configuration, rule, the cost laws...)."""
+        return with_built(self._built)
+
+    def invocation(self) -> tuple[object, ...]:
+        """What identifies the invocation: models, prompt, budget, configuration, rule."""
+        return (self.target, self.drafter, self.prompt, self.n, self.cfg, self.rule)
+
+    def checkpointing(self) -> Checkpointing:
+        """How the exact checker may treat the run (`dsi_ref.base.exact_hooks.Checkpointing`).
+
+        Note: why a lean run merges more. The future of the run — which events happen when,
+        which tokens are committed — depends on the committed tokens, the drafts, the task and
+        draft in flight (context, timing, server), the queue, the rows supplied and the clock,
+        but not on the trace, the counters or the tasks' ids (which only name tasks in labels).
+        A recording run returns its trace and counters, so they are in its merge state; a lean
+        run (``record=False``) returns neither, so paths with different histories but the same
+        future merge. A run that returns no time (``keep_time=False``) merges paths whose
+        futures agree up to a shift of the clock: its future depends on when its forwards in
+        flight end relative to now, not on now, unless the scheduler's choices read their keys,
+        which hold ``now`` (`dsi_ref.base.exact_hooks.ExactHooks.keyed_choices`). That is
+        `DSIRun`'s own code: a subclass that overrides any method may read the history, the
+        clock and what `DSIRun` keeps as a function of the rest, so its merge state keeps them.
+        """
+        own = type(self).own_code
+        stateless = stateless_rule(self.rule)
+        hooks = self._hooks
+        relative = (own and not self.cfg.keep_time and hooks is not None
+                    and not hooks.keyed_choices)
+        return Checkpointing(own=own, resumable=own and stateless,
+                             history=self.cfg.record or not own, absolute_time=not relative,
+                             derived=not own, data_parts=() if stateless else (self.rule,))
 
     def result(self) -> Run:
         """The finished `Run` (no trace and no counters when ``record=False``)."""
         if not self.cfg.record:
             return Run(tuple(self.committed), self.now if self.cfg.keep_time else math.nan)
         return Run(tuple(self.committed), self.now, tuple(self.trace), dict(self.stats))
-
-    # -- resuming (the exact engine's snapshots: `dsi_ref.decoders.dsi_resume`) ----------------
-    def _snapshot(self) -> object:
-        """Everything the run keeps, as immutable values (`dsi_resume.snapshot`)."""
-        return snapshot(self)
-
-    def _restore(self, saved: object) -> bool:
-        """Back to a `_snapshot` of this invocation (`dsi_resume.restore`)."""
-        return restore(self, saved)
-
-    def _resumable(self) -> bool:
-        """Whether `_snapshot` copies everything the rest of the run depends on: `DSIRun`'s own
-        code (not a subclass) and a built-in rule. That is the fields of `state` with the trace,
-        counters and ids, the servers' ``busy`` list and the drafts' rows that `DSIRun`'s code
-        keeps in step with them, and where the run is (``_step``, ``_due``), besides the fixed
-        parts."""
-        return type(self) is DSIRun and stateless_rule(self.rule)
-
-    def _parts(self) -> tuple[object, ...]:
-        return (self.target, self.drafter, self.prompt, self.n, self.cfg, self.rule)
-
-    def _state_resuming(self) -> tuple[object, ...]:
-        """`state`, as it is for `DSIRun`'s own code on a built-in rule (`_resumable`: no method
-        overridden, the parts never rebound, the rule without attributes): ``own_state`` is
-        ``(done, (), (), ())`` unless the run was given attributes of its own."""
-        if self.__dict__.keys() <= _ACCOUNTED and not vars(self.rule):
-            # the trace as the id of its contents (`PrefixKey`): hashed once per event
-            return self._state((self.done, (), (), ()), ("trace", self._trace_key.of(self.trace))
-                               if self.cfg.record else None)
-        return self.state()
-
-def _since(time: Time, now: Time) -> object:
-    """``time − now`` as a value for a merge state: for two `Fraction` s the difference in lowest
-    terms as ``(numerator, denominator)`` (equal pairs for equal differences, without building a
-    `Fraction`, which costs most of a relative state), else the difference itself."""
-    if type(time) is Fraction and type(now) is Fraction:
-        a, b = time.as_integer_ratio()
-        c, d = now.as_integer_ratio()
-        num, den = (a - c, b) if b == d else (a * d - c * b, b * d)
-        g = math.gcd(num, den)
-        return num // g, den // g
-    return time - now
-
-
-#: The parts a `DSIRun` is built on (`DSIRun.own_state`).
-_FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule")
-#: What `DSIRun.state` accounts for besides the fixed parts (``draft_rows`` and ``busy`` are
-#: functions of the rest in `DSIRun`'s own code; `DSIRun.own_state` reads them for a subclass).
-_ACCOUNTED = frozenset(_FIXED) | {
-    "now", "committed", "drafts", "draft_rows", "window_start", "drafting", "drafter_first",
-    "tasks", "queue", "frontier_waiting", "busy", "server_first", "supplied", "trace",
-    "next_id", "done", "stats", "_fixed", "_laws", "_due", "_step", "_due_started", "_trace_key",
-    "_draws"}
-#: Per class, whether it overrides a method of `DSIRun`.
-_OVERRIDES: dict[type, bool] = {}
-
-
-def _overrides(cls: type) -> bool:
-    """Whether ``cls`` replaces a method of `DSIRun` (cached)."""
-    known = _OVERRIDES.get(cls)
-    if known is None:
-        known = _OVERRIDES[cls] = overridden(cls, DSIRun)
-    return known
 
 
 def dsi(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],

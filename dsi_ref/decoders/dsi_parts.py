@@ -1,18 +1,22 @@
-"""DSI's parameters (`DSIConfig`) and the forwards in flight of a run (`Task`, `DraftForward`)."""
+"""DSI's parameters (`DSIConfig`), the forwards in flight of a run (`Task`, `DraftForward`) and
+everything a run changes as it goes (`DSIState`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Literal
 
 from ..base.errors import InvalidParameterError
+from ..base.exact_hooks import CLOCK, COMMITTED, DERIVED, HISTORY, INSTANT
 from ..base.latency import Latency, Time
 from ..base.models import Number
+from ..base.result import Event
 from ..base.validate import check_choice, check_int
 from .common import check_record
 from .verification import Rule, VerifyRule, as_rule
 
-__all__ = ["QUEUE_POLICIES", "DSIConfig", "DraftForward", "QueuePolicy", "Task"]
+__all__ = ["QUEUE_POLICIES", "DSIConfig", "DSIState", "DraftForward", "QueuePolicy", "Task"]
 
 QueuePolicy = Literal["fifo", "lifo", "any"]
 QUEUE_POLICIES: tuple[QueuePolicy, ...] = ("fifo", "lifo", "any")
@@ -40,7 +44,7 @@ class DSIConfig:
         record: keep the trace and the counters (default). ``False`` gives a lean run (empty
             ``trace`` and ``stats``) whose exact enumeration merges every two paths that agree
             on what the future depends on — far fewer paths; use it when only ``tokens`` and
-            ``time`` matter (see Note: why a lean run merges more, in `DSIRun.state`).
+            ``time`` matter (see Note: why a lean run merges more, in `DSIRun.checkpointing`).
         keep_time: return the virtual time (default). ``False`` (with ``record=False``) returns
             ``Run.time`` as NaN, not measured, and lets the exact engine also merge paths whose
             futures agree up to a shift of the clock (the future of a run depends on the times
@@ -73,11 +77,12 @@ class DSIConfig:
         check_record(self.record, self.keep_time)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Task:
     """A target forward, queued or running: it supplies ``p`` at positions ``first..last``,
     built on the drafts at ``first..last-1`` (a verification task), or ``p`` at the frontier
-    alone (``frontier``: the frontier task).
+    alone (``frontier``: the frontier task). `DSIRun` never changes a task once made (starting
+    one makes a new `Task`), so a snapshot may hold it as it is.
 
     Attributes:
         id: the task's number in submit order (names it in trace labels).
@@ -89,15 +94,15 @@ class Task:
             leaves ``end`` unknown until the forward returns).
     """
 
-    id: int
+    id: int = field(metadata=HISTORY)
     first: int
     last: int
     context: tuple[int, ...]  # generated tokens before `last` (committed + drafts)
     frontier: bool
-    submitted: Time
+    submitted: Time = field(metadata=INSTANT)
     server: int | None = None
-    start: Time | None = None
-    end: Time | None = None
+    start: Time | None = field(default=None, metadata=INSTANT)
+    end: Time | None = field(default=None, metadata=INSTANT)
 
     @property
     def label(self) -> str:
@@ -106,22 +111,22 @@ class Task:
         return f"task#{self.id}({kind} {self.first}..{self.last})"
 
     def key(self) -> tuple[object, ...]:
-        """The task's fields as a hashable tuple (for `DSIRun.state`)."""
+        """The task's fields as a hashable tuple."""
         return (self.id, self.first, self.last, self.context, self.frontier, self.submitted,
                 self.server, self.start, self.end)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class DraftForward:
     """The drafter's forward in flight for ``position``, from ``start`` to ``end``: ``row`` is
     ``q`` there, and ``token`` the draft when it is sampled at the start (content visible in
     flight), else ``None`` until the forward completes."""
 
     position: int
-    start: Time
-    end: Time
+    start: Time = field(metadata=INSTANT)
+    end: Time = field(metadata=INSTANT)
     token: int | None  # sampled at the start (content visible in flight) or None
-    row: tuple[Number, ...]
+    row: tuple[Number, ...] = field(metadata=DERIVED)  # q at `position`: the drafter's forward
 
     @property
     def label(self) -> str:
@@ -130,5 +135,60 @@ class DraftForward:
         return f"drafter(position {self.position}{token})"
 
     def key(self) -> tuple[object, ...]:
-        """The forward's fields as a hashable tuple (for `DSIRun.state`)."""
+        """The forward's fields as a hashable tuple (without its row)."""
         return (self.position, self.start, self.end, self.token)
+
+
+@dataclass(eq=False, repr=False)
+class DSIState:
+    """Everything a DSI run changes as it goes: the fields of `dsi_ref.decoders.dsi.DSIRun`.
+
+    The exact checker snapshots and restores these fields and reads its merge states from them
+    (`dsi_ref.audit.exact.state`), each by its role (`dsi_ref.base.exact_hooks`): the clock and
+    the instants of the forwards in flight; the committed tokens; what only the result reads
+    (the trace, the counters, the tasks' ids); what `DSIRun`'s own code keeps as a function of
+    the rest (the drafts' rows, which server runs which task). Each value is immutable or a
+    container the run changes, of values it never changes in place.
+
+    Attributes:
+        now: the virtual clock.
+        committed: the committed tokens (positions ``0 .. F − 1``).
+        drafts, draft_rows: the speculative tokens at ``F, F + 1, …`` and ``q`` at each.
+        window_start: the first position of the window being drafted.
+        drafting, drafter_first: the drafter's forward in flight, and whether none was made yet.
+        tasks, queue, frontier_waiting: the tasks running (in start order), queued (in submit
+            order), and the frontier task waiting for the server (``SP = 1``).
+        busy, server_first: each server's task, and whether it made no forward yet.
+        supplied: ``p(· | committed prefix)`` at the positions a finished task supplied.
+        trace, stats, next_id: the trace, the counters and the next task's id.
+        done: the last position is committed (or EOS).
+        started: the run has started (its first draft and frontier task are submitted).
+        due, due_started: the events still due at ``now`` in the batch being delivered
+            (``None``: none), and whether one of the batch was delivered.
+        step: where the run is in an event or the loop (``None``: between steps), kept in a
+            snapshot so that a restored run goes on from there.
+        resuming: the run offers the exact checker resume points (set when it starts).
+    """
+
+    now: Time = field(default=Fraction(0), metadata=CLOCK)
+    committed: list[int] = field(default_factory=list, metadata=COMMITTED)
+    drafts: list[int] = field(default_factory=list)
+    draft_rows: list[tuple[Number, ...]] = field(default_factory=list, metadata=DERIVED)
+    window_start: int = 0
+    drafting: DraftForward | None = None
+    drafter_first: bool = True
+    tasks: list[Task] = field(default_factory=list)
+    queue: list[Task] = field(default_factory=list)
+    frontier_waiting: Task | None = None
+    busy: list[Task | None] = field(default_factory=list, metadata=DERIVED)
+    server_first: list[bool] = field(default_factory=list)
+    supplied: dict[int, tuple[Number, ...]] = field(default_factory=dict)
+    trace: list[Event] = field(default_factory=list, metadata=HISTORY)
+    next_id: int = field(default=0, metadata=HISTORY)
+    done: bool = False
+    stats: dict[str, int] = field(default_factory=dict, metadata=HISTORY)
+    started: bool = False
+    due: list[DraftForward | Task] | None = None
+    due_started: bool = False
+    step: tuple[object, ...] | None = None
+    resuming: bool = False
