@@ -43,7 +43,7 @@ import numpy as np
 
 from ..audit.schedulers import SchedulerClass
 from ..base.errors import InvalidParameterError, PathLimitError
-from .instances import CLASS_RULES, EVERY_TIE_LIMIT, Finding, Instance, check_instance
+from .instances import CLASS_RULES, EVERY_TIE_LIMIT, Finding, Instance, TieRule, check_instance
 from .registry import CLAIMS, DSI_RULES, DSIRule
 
 __all__ = ["COST_SHAPES", "LARGE", "QUEUES", "SMALL", "AttackReport", "Budget", "Refutation",
@@ -59,7 +59,7 @@ QUEUES = ("fifo", "lifo", "any")
 COST_SHAPES = ("constant", "random on the drafter", "random on the target",
                "random on both models")
 #: The tie rules each class is checked under, on every instance (`check_claim`).
-CHECKED_RULES: dict[str, tuple[str, ...]] = {"oblivious": ("every",),
+CHECKED_RULES: dict[str, tuple[TieRule, ...]] = {"oblivious": ("every",),
                                              "random": CLASS_RULES["random"]}
 
 
@@ -185,7 +185,7 @@ def _instance(gen: np.random.Generator, rule: DSIRule, scheduler_class: Schedule
                     values["max_new_tokens"], values["lookahead"], values["sp_degree"],
                     _law(gen, DRAFTER_COSTS, drafter_points), _law(gen, TARGET_COSTS,
                                                                     target_points),
-                    rule.verify, rule.block_windows, values["queue"], tie_rule)  # type: ignore[arg-type]
+                    rule.verify, rule.block_windows, values["queue"], tie_rule)
 
 
 def draw_instances(budget: Budget, claims: Sequence[tuple[DSIRule, SchedulerClass]] | None = None,
@@ -216,7 +216,7 @@ def check_claim(scheduler_class: SchedulerClass, instance: Instance, *,
     """
     worst: tuple[Finding, Instance] | None = None
     for rule in CHECKED_RULES.get(scheduler_class, (instance.tie_rule,)):
-        ruled = dataclasses.replace(instance, tie_rule=rule)  # type: ignore[arg-type]
+        ruled = dataclasses.replace(instance, tie_rule=rule)
         finding = check_instance(scheduler_class, ruled, max_runs=max_runs)
         if worst is None or (worst[0].lossless and not finding.lossless):
             worst = (finding, ruled)

@@ -16,18 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, TypedDict, Unpack
 
 from proofs.theorems import THEOREMS
 
 from ..audit.registry import DECODERS, STRING_LEVEL_DECODERS
 from ..audit.schedulers import SCHEDULER_CLASSES, SchedulerClass
 from ..base.models import TableLM
-from .instances import Finding, Instance, check_instance
+from .instances import Finding, Instance, TieRule, check_instance
 
 __all__ = ["CLAIMS", "DSI_FAMILY", "DSI_RULES", "LATENCY_CLAIMS", "ClaimWitness",
-           "DSIRule", "InstanceWitness", "LatencyClaim", "LosslessnessClaim", "ProgramWitness",
-           "Verdict", "dsi_claim", "dsi_claims", "instance_of"]
+           "DSIRule", "InstanceOptions", "InstanceWitness", "LatencyClaim", "LosslessnessClaim",
+           "ProgramWitness", "Verdict", "dsi_claim", "dsi_claims", "instance_of"]
 
 Verdict = Literal["lossless", "lossy"]
 
@@ -133,9 +133,19 @@ def _rows(model: TableLM) -> tuple[tuple[tuple[int, ...], tuple[Fraction, ...]],
                         for k, row in model.table.items()))
 
 
+class InstanceOptions(TypedDict, total=False):
+    """The options of `instance_of`: `Instance`'s fields of the same names."""
+
+    verify: str
+    block_windows: Literal["fixed", "maximal"]
+    queue: Literal["fifo", "lifo", "any"]
+    tie_rule: TieRule
+
+
 def instance_of(target: TableLM, drafter: TableLM, max_new_tokens: int, lookahead: int,
                 sp_degree: int, drafter_cost: Fraction | dict[Fraction, Fraction],
-                target_cost: Fraction | dict[Fraction, Fraction] = Fraction(1), **options: str
+                target_cost: Fraction | dict[Fraction, Fraction] = Fraction(1),
+                **options: Unpack[InstanceOptions]
                 ) -> Instance:
     """An `Instance` from two `TableLM` of the same shape (options: verify, block_windows,
     queue, tie_rule)."""
@@ -144,7 +154,7 @@ def instance_of(target: TableLM, drafter: TableLM, max_new_tokens: int, lookahea
 
     return Instance(target.vocab_size, target.context, target.eos, _rows(target),
                     _rows(drafter), max_new_tokens, lookahead, sp_degree, law(drafter_cost),
-                    law(target_cost), **options)  # type: ignore[arg-type]
+                    law(target_cost), **options)
 
 
 _F = Fraction

@@ -20,7 +20,7 @@ from ...audit.zoo import MUTANTS, PROCESSOR_MUTANT_SETTINGS, hunt
 from ...base.processors import VLLM_ORDER, ProcessedLM, Processors
 from ...decoders.dsi import dsi
 from ...decoders.speculative import speculative
-from ...decoders.verification import VERIFY_RULES
+from ...decoders.verification import VERIFY_RULES, VerifyRule
 from .core import Section, SectionSpec, progress_bar
 
 __all__ = ["PROCESSOR_COMBINATIONS", "SECTION", "processors_section"]
@@ -38,13 +38,13 @@ PROCESSORS_AUDIT_TOKENS = 3
 
 
 def _program(name: str, target: ProcessedLM, drafter: ProcessedLM, prompt: tuple[int, ...],
-             rule: str) -> Callable[[Any], tuple[int, ...]]:
+             rule: VerifyRule) -> Callable[[Any], tuple[int, ...]]:
     def program(rng: Any) -> tuple[int, ...]:
         if name == "speculative":
             return speculative(target, drafter, prompt, PROCESSORS_AUDIT_TOKENS, rng,
-                               lookahead=2, verify=rule).tokens  # type: ignore[arg-type]
+                               lookahead=2, verify=rule).tokens
         return dsi(target, drafter, prompt, PROCESSORS_AUDIT_TOKENS, rng, lookahead=2,
-                   sp_degree=2, verify=rule, record=False).tokens  # type: ignore[arg-type]
+                   sp_degree=2, verify=rule, record=False).tokens
     return program
 
 
