@@ -21,12 +21,11 @@ import dsi_ref as dr
 from dsi_ref.audit.exact.state import Layout, States
 from dsi_ref.audit.exact.state import NoMerge as NoMergeOfState
 from dsi_ref.audit.exact.state import fingerprint as fingerprint_of_state
-from dsi_ref.base.exact_hooks import Checkpointing, StepRun
+from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, StepRun
 from dsi_ref.base.models import Number
 from dsi_ref.base.result import Event
-from dsi_ref.decoders.common import NoMerge, fingerprint
 from dsi_ref.decoders.dsi import DraftForward, DSIConfig, DSIRun, Task
-from dsi_ref.decoders.speculative import SIRun, SpeculativeConfig
+from dsi_ref.decoders.speculative import STATS, SIRun, SpeculativeConfig
 from dsi_ref.decoders.verification import RejectionSampling
 
 F = Fraction
@@ -55,13 +54,6 @@ class _ZeroCounting(SIRun):
             self.commit(self.model_rows("drafter", self.context, 1)[0])
         else:
             super().bonus()
-
-
-class _RecorderStateOnly(_ZeroCounting):
-    """The same bug, offering the state `SIRun` offered before it read subclass attributes."""
-
-    def state(self) -> Hashable:
-        return self.rec.state(self.tokens)
 
 
 class _Tally(Enum):
@@ -135,10 +127,27 @@ def test_a_bug_that_depends_on_a_subclass_counter_is_judged_lossy_with_merging_o
         dr.assert_lossless(_si(_ZeroCounting, 3), T, (), 3)
 
 
-def test_without_the_subclass_attributes_in_the_state_the_merge_is_wrong() -> None:
-    # the teeth of the test above: the recorder's state alone merges paths whose counts differ
-    merged = dr.exact_distribution(_si(_RecorderStateOnly, 3))
-    assert merged != dr.exact_distribution(_si(_RecorderStateOnly, 3), merge=False)
+def test_without_the_subclass_attributes_in_the_state_the_merge_is_wrong(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the teeth of the test above: a checker that reads the fields alone, leaving the counter
+    # (all the subclass keeps beside them) out of the merge state, merges paths whose counts
+    # differ
+    plain = dr.exact_distribution(_si(_ZeroCounting, 3), merge=False)
+    extras = States.extras
+    left_out: list[int] = []
+
+    def without_the_counter(self: States, run: StepRun, layout: Layout,
+                            built: Mapping[str, object], checkpointing: Checkpointing
+                            ) -> Hashable:
+        kept = extras(self, run, layout, built, checkpointing)
+        zeros = cast(_ZeroCounting, run).zero_drafts
+        assert kept == (fingerprint_of_state({"zero_drafts": zeros}), ())  # the counter alone
+        left_out.append(zeros)
+        return ()
+
+    monkeypatch.setattr(States, "extras", without_the_counter)
+    assert dr.exact_distribution(_si(_ZeroCounting, 3)) != plain
+    assert 2 in left_out  # the count that turns the bug on was among those left out
 
 
 def test_a_correct_subclass_with_state_of_its_own_is_lossless_and_merges() -> None:
@@ -162,36 +171,78 @@ def _fresh(cls: type[SIRun] = SIRun) -> SIRun:
     return cls(T, D, (), 4, dr.Sampler(0), SpeculativeConfig(2))
 
 
-def test_the_library_run_offers_the_recorder_state_and_an_empty_own_part() -> None:
+def _states(*runs: SIRun) -> list[Hashable]:
+    """The merge states of ``runs`` now, as the exact checker reads them (one table)."""
+    states = States()
+    return [states.merge_state(run, run.checkpointing()) for run in runs]
+
+
+def test_the_library_run_offers_its_fields_alone() -> None:
     run = _fresh()
-    assert run.state() == (run.rec.state(run.tokens), (False, (), ()))
+    states = States()
+    checkpointing = run.checkpointing()
+    assert checkpointing.own and checkpointing.resumable
+    assert states.plain(run, states.layout(SIRun), run.built_on(), checkpointing)
+    assert states.merge_state(run, checkpointing) == (
+        (), False, F(0), (("drafter", True), ("target", True)), 0,
+        tuple(dict.fromkeys(STATS, 0).items()), 0, (), (), None, False,
+        False)
 
 
-def test_the_per_iteration_scratch_is_read_only_when_iterate_is_overridden() -> None:
+def test_the_per_iteration_scratch_is_reset_at_the_merge_point_unless_iterate_is_overridden(
+        ) -> None:
     class OwnLoop(SIRun):
         def iterate(self) -> None:
             super().iterate()
 
+    class Offer(dr.Sampler, ExactHooks):
+        """Records the merge states a run offers (the exact checker's reader)."""
+
+        def __init__(self) -> None:
+            super().__init__(0)
+            self.states = States()
+            self.offered: list[Hashable] = []
+
+        def merge_point(self, state: Hashable, **kwargs: Any) -> None:
+            raise AssertionError("not a free-form decoder")
+
+        def resume_point(self, snapshot: Callable[[], object]) -> None:
+            raise AssertionError("not resuming")
+
+        def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+            pass
+
+        def merge(self, run: StepRun) -> None:
+            self.offered.append(self.states.merge_state(run, run.checkpointing()))
+
+        def pause(self, run: StepRun) -> None:
+            raise AssertionError("not resuming")
+
     for cls, read in ((SIRun, False), (OwnLoop, True)):
-        a, b = _fresh(cls), _fresh(cls)
+        rng = Offer()
+        a, b = (cls(T, D, (), 4, rng, SpeculativeConfig(2)) for _ in range(2))
         a.drafts, b.drafts = [0], [1]
-        assert (a.state() != b.state()) is read, cls.__name__
+        a.merge_point()
+        b.merge_point()
+        assert (rng.offered[0] != rng.offered[1]) is read, cls.__name__
 
 
 def test_a_rebound_part_is_read_as_data_and_a_rebound_model_stops_merging() -> None:
     a, b = _fresh(), _fresh()
     b.lookahead = 1  # plain data: read
-    assert a.state() != b.state() and b.state() == b.state()
+    assert _states(a) != _states(b) and _states(b) == _states(b)
     b.drafter = T  # the run's own target: named as such
-    assert b.state() == b.state() and b.state() != a.state()
+    assert _states(b) == _states(b) and _states(b) != _states(a)
     b.drafter = dr.TableLM.random(3, 1, seed=5)  # a table model: a dataclass of plain data
-    assert b.state() == b.state()
+    assert _states(b) == _states(b)
     b.drafter = dr.FunctionLM(3, lambda prefix: (F(1, 3),) * 3)  # code: not data
-    own = cast(tuple[object, ...], b.state())[1]
-    assert isinstance(cast(tuple[object, ...], own)[2], NoMerge) and b.state() != b.state()
+    own = cast(tuple[Any, ...], _states(b)[0])[1][0]
+    assert isinstance(own, NoMergeOfState) and _states(b) != _states(b)
     c = _fresh()
-    c.readers["drafter"] = c.readers["target"]  # a swapped reader, in the same dict
-    assert c.state() != c.state()
+    with pytest.raises(TypeError):  # the readers are read only: a swap in place is impossible
+        c.readers["drafter"] = c.readers["target"]  # type: ignore[index]
+    c.readers = {"target": c.readers["target"], "drafter": c.readers["target"]}  # rebound
+    assert _states(c) != _states(c)
 
 
 def test_a_subclass_attribute_that_refers_to_a_run_part_is_named_not_read() -> None:
@@ -201,7 +252,7 @@ def test_a_subclass_attribute_that_refers_to_a_run_part_is_named_not_read() -> N
     a, b = _fresh(Aliases), _fresh(Aliases)
     a.model, b.model = a.target, b.drafter  # type: ignore[attr-defined]
     a.mine, b.mine = a.tokens, list(b.tokens)  # type: ignore[attr-defined]  # the run's token list itself vs a copy
-    assert a.state() == a.state() and b.state() == b.state() and a.state() != b.state()
+    assert _states(a) == _states(a) and _states(b) == _states(b) and _states(a) != _states(b)
 
 
 def test_a_stateful_rule_has_its_attributes_read() -> None:
@@ -211,18 +262,17 @@ def test_a_stateful_rule_has_its_attributes_read() -> None:
 
     rule = CountingRule()
     run = SIRun(T, D, (), 4, dr.Sampler(0), SpeculativeConfig(2, verify=rule))
-    before = run.state()
+    before = _states(run)[0]
     rule.calls += 1
-    assert run.state() != before
+    assert _states(run)[0] != before
 
 
 # -- the fingerprint -----------------------------------------------------------------------------
 
 
-#: The two readers of plain data: `SIRun`'s (`dsi_ref.decoders.common`) and the exact checker's
-#: for step-wise runs (`dsi_ref.audit.exact.state`), with the `NoMerge` class of each.
-FINGERPRINTS = [pytest.param((fingerprint, NoMerge), id="decoders.common"),
-                pytest.param((fingerprint_of_state, NoMergeOfState), id="audit.exact.state")]
+#: The reader of plain data: the exact checker's for step-wise runs (`dsi_ref.audit.exact.state`),
+#: with its `NoMerge` class.
+FINGERPRINTS = [pytest.param((fingerprint_of_state, NoMergeOfState), id="audit.exact.state")]
 
 
 @pytest.mark.parametrize("reader", FINGERPRINTS)

@@ -262,7 +262,7 @@ def test_si_drawing_drafts_only_when_needed_keeps_the_law(
         vocab: int, seeds: tuple[int, int], latency: dr.Latency, rule: str, lookahead: int,
         n: int, record: bool) -> None:
     """Without EOS, a resuming SI run draws each draft only once the one before it is accepted
-    (`SIRun._verify_lazily`); on context-dependent (bigram) models, where each draft's row
+    (`SIRun.draw`); on context-dependent (bigram) models, where each draft's row
     depends on the drafts before it, the law of the whole run is the plain enumeration's."""
     target = dr.TableLM.random(vocab, 1, seed=seeds[0], name="target")
     drafter = dr.TableLM.random(vocab, 1, seed=seeds[1], name="drafter")

@@ -1,24 +1,26 @@
 """Tests that kill mutants of dsi_ref/decoders/speculative.py (issue #13, item 7): the config's
 errors, whole runs pinned on one-hot models (every step, every counter, every trace event), the
-window's boundary, EOS, non-SI, the seams, and the merge state `SIRun.state` offers the exact
-engine, including the objects `SIRun._known` names (an alias of a run part is not a copy of it).
+window's boundary, EOS, non-SI, the seams, and the merge state the exact checker reads from a run
+(`dsi_ref.audit.exact.state`), including the objects it names (an alias of a run part is not a
+copy of it).
 
 Models with one-hot rows make every run deterministic, so a `Run` is compared whole (``==``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from fractions import Fraction as F
 from typing import Any, cast
 
 import pytest
 
 import dsi_ref as dr
+from dsi_ref.audit.exact.state import Layout, NoMerge, States, fingerprint
 from dsi_ref.base.errors import InvalidParameterError
+from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, StepRun
 from dsi_ref.base.latency import Latency
 from dsi_ref.base.result import Event, Run
-from dsi_ref.decoders.common import NoMerge, Recorder
 from dsi_ref.decoders.speculative import (
     NON_SI_STATS,
     STATS,
@@ -240,54 +242,150 @@ def test_the_counters_of_a_fresh_run() -> None:
 # -- the merge state -----------------------------------------------------------------------------
 
 
-def _fresh(cls: type[SIRun] = SIRun) -> SIRun:
-    return cls(TARGET, AGREES, (), 4, dr.Sampler(0), SpeculativeConfig(2))
+def _fresh(cls: type[SIRun] = SIRun, rng: Any = None) -> SIRun:
+    return cls(TARGET, AGREES, (), 4, dr.Sampler(0) if rng is None else rng,
+               SpeculativeConfig(2))
 
 
 class _Sub(SIRun):
     pass
 
 
+def _states(*runs: SIRun) -> list[Hashable]:
+    """The merge states of ``runs`` now, as the exact checker reads them (`States.merge_state`,
+    one table for all: equal traces get equal ids)."""
+    states = States()
+    return [states.merge_state(run, run.checkpointing()) for run in runs]
+
+
+def _extras(run: SIRun) -> Any:
+    """What the merge state of ``run`` adds beside its fields (`States.extras`)."""
+    state = cast(tuple[Any, ...], _states(run)[0])
+    assert len(state) == 2, "a plain merge state: nothing beside the fields"
+    return state[1]
+
+
+#: How the checker treats `SIRun`'s own code with a built-in rule, recording and lean.
+RECORDING = Checkpointing(own=True, resumable=True, history=True, absolute_time=True,
+                          derived=False)
+LEAN = RECORDING._replace(history=False, absolute_time=False)
+
+
+def test_the_fields_and_their_roles() -> None:
+    """The fields of a run, in order, with their roles: the committed tokens, the clock, the
+    history (trace and counters) and what `SIRun`'s own code derives from the tokens (the
+    drafts' ``q`` and the iteration's ``p``)."""
+    assert [(f.name, f.role) for f in Layout(SIRun).fields] == [
+        ("tokens", "committed"), ("done", None), ("time", "clock"), ("first", None),
+        ("trace", "history"), ("stats", "history"), ("start", None), ("context", None),
+        ("drafts", None), ("draft_rows", "derived"), ("target_rows", "derived"),
+        ("step", None), ("resuming", None), ("lazy", None)]
+    run = _fresh()
+    assert run.checkpointing() == RECORDING
+    lean = SIRun(TARGET, AGREES, (), 4, dr.Sampler(0),
+                 SpeculativeConfig(2, record=False, keep_time=False))
+    assert lean.checkpointing() == LEAN
+    assert _fresh(_Sub).checkpointing() == RECORDING  # a subclass that replaces nothing
+    assert OwnStepRun(TARGET, AGREES, (), 4, dr.Sampler(0), SpeculativeConfig(2)
+                      ).checkpointing() == Checkpointing(own=False, resumable=False,
+                                                         history=True, absolute_time=True,
+                                                         derived=True)
+
+
+class OwnStepRun(SIRun):
+    def draft(self) -> None:
+        super().draft()
+
+
 def test_the_library_state_and_done() -> None:
+    """The merge state of `SIRun`'s own code is its fields alone, the trace as the id of its
+    contents (empty: 0); ``done`` is in it."""
     run = _fresh()
-    assert run.state() == (run.rec.state(run.tokens), (False, (), ()))
+    flags = (("drafter", True), ("target", True))
+    assert _states(run) == [((), False, F(0), flags, 0, tuple(dict.fromkeys(STATS, 0).items()),
+                             0, (), (), None, False, False)]
     run.done = True
-    assert run.state() == (run.rec.state(run.tokens), (True, (), ()))
+    assert _states(run) == [((), True, F(0), flags, 0, tuple(dict.fromkeys(STATS, 0).items()),
+                             0, (), (), None, False, False)]
+    lean = SIRun(TARGET, AGREES, (), 4, dr.Sampler(0),
+                 SpeculativeConfig(2, record=False, keep_time=False))
+    lean.time = F(5)  # a lean run that returns no time leaves the clock out, with the history
+    lean.stats["bonus"] = 3
+    assert _states(lean) == [((), False, flags, 0, (), (), None, False, False)]
 
 
-def test_a_recorder_of_its_own_or_another_latency_offers_no_merge() -> None:
-    class OwnRecorder(Recorder):
-        __slots__ = ()
-
-    run = _fresh()
-    run.rec = OwnRecorder(run.cfg.latency, STATS)
-    assert isinstance(run.own_state(), NoMerge)
-    run = _fresh()
-    run.rec = Recorder(Latency(), STATS)  # equal, but not the config's latency object
-    assert isinstance(run.own_state(), NoMerge)
-    run = _fresh()
-    run.rec = Recorder(run.cfg.latency, STATS)  # the config's latency: merges
-    run.stats = run.rec.stats
-    assert run.own_state() == (False, (), ())
+def test_a_rebound_config_is_read_and_its_latency_used() -> None:
+    """The costs are the configuration's: a configuration rebound after construction is read
+    as data in the merge state, and the clock follows its latency."""
+    a, b = _fresh(), _fresh()
+    b.cfg = SpeculativeConfig(2, latency=LAT)
+    state_a, state_b = _states(a, b)
+    assert state_a != state_b and len(cast(tuple[Any, ...], state_b)) == 2
+    b.iterate()
+    assert b.time == F(1, 2) + F(1, 10) + F(3)  # two drafts (TTFT, then TPOT), the target
+    assert [e.end for e in b.trace if e.resource != "committer"] == [F(1, 2), F(6, 10),
+                                                                    F(6, 10) + F(3)]
 
 
 def test_a_rebound_stats_dict_is_read() -> None:
     a, b = _fresh(), _fresh()
     a.stats, b.stats = {"x": 1}, {"x": 2}
-    assert a.state() != b.state() and a.state() == a.state()
+    state_a, state_b = _states(a, b)
+    assert state_a != state_b and state_a == _states(a)[0]
     b.stats = {"x": 1}
-    assert a.state() == b.state()
+    assert _states(a) == _states(b)
 
 
 def test_a_rebound_part_is_read_as_data() -> None:
     a, b = _fresh(), _fresh()
     b.n = 5
-    assert a.state() != b.state() and b.state() == b.state()
+    assert _states(a) != _states(b) and _states(b) == _states(b)
+    assert _extras(b) == (fingerprint({"n": 5}, {}), ())
     b.n = 4
-    assert a.state() == b.state()
+    assert _states(a) == _states(b)
 
 
-def test_the_scratch_is_read_when_run_alone_is_overridden() -> None:
+class _Hints(dr.Sampler, ExactHooks):
+    """A sampler that is the exact checker's offer too (`ExactHooks`) and records what a run
+    gives it: the `Checkpointing` of each invocation it enters, and at each merge point the
+    merge state the checker reads (one `States` table for the whole run), the committed tokens
+    it forgets dead keys by, and whether the state is the fields alone (`States.plain`)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.states = States()
+        self.entered: list[Checkpointing] = []
+        self.hints: list[tuple[Hashable, tuple[int, ...]]] = []
+        self.plain: list[bool] = []
+
+    def merge_point(self, state: Hashable, *, entry: bool = False,
+                    committed: tuple[int, ...] | None = None,
+                    snapshot: Callable[[], object] | None = None,
+                    restore: Callable[[object], bool] | None = None) -> None:
+        raise AssertionError("a step-wise run offers no free-form merge point")
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        raise AssertionError("a step-wise run offers no free-form resume point")
+
+    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+        self.entered.append(checkpointing)
+
+    def merge(self, run: StepRun) -> None:
+        checkpointing = run.checkpointing()
+        self.hints.append((self.states.merge_state(run, checkpointing),
+                           tuple(cast(SIRun, run).tokens)))
+        self.plain.append(self.states.plain(run, self.states.layout(type(run)),
+                                            run.built_on(), checkpointing))
+
+    def pause(self, run: StepRun) -> None:
+        raise AssertionError("a run under a checker that does not resume offers no resume point")
+
+
+def test_the_scratch_is_read_only_when_iterate_is_overridden() -> None:
+    """At the merge point at the top of the loop, the per-iteration fields are dead when
+    `iterate` is `SIRun`'s (it resets them before any step reads them): the loop resets them
+    first, so a leftover scratch merges. A subclass with an `iterate` of its own (or a `run`
+    that calls `SIRun`'s) may read them: they are kept as they are."""
     class OwnRun(SIRun):
         def run(self) -> Run:
             return super().run()
@@ -296,15 +394,17 @@ def test_the_scratch_is_read_when_run_alone_is_overridden() -> None:
         def iterate(self) -> None:
             super().iterate()
 
-    class OwnStep(SIRun):
-        def draft(self) -> None:
-            super().draft()
-
-    for cls, read in ((_Sub, False), (OwnStep, False), (OwnRun, True), (OwnIterate, True)):
-        a, b = _fresh(cls), _fresh(cls)
+    for cls, read in ((_Sub, False), (OwnStepRun, False), (OwnRun, False),
+                      (OwnIterate, True)):
+        rng = _Hints(0)
+        a, b = _fresh(cls, rng), _fresh(cls, rng)
         a.start, b.start = 0, 1
         a.drafts, b.drafts = [0], [1]
-        assert (a.state() != b.state()) is read, cls.__name__
+        a.merge_point()
+        b.merge_point()
+        (state_a, _), (state_b, _) = rng.hints
+        assert (state_a != state_b) is read, cls.__name__
+        assert (b.drafts == [1]) is read and b.step is None
 
 
 def test_a_fresh_run_has_empty_scratch() -> None:
@@ -319,15 +419,15 @@ def test_a_subclass_attribute_is_read_in_dict_and_slots() -> None:
 
     a, b = _fresh(_Sub), _fresh(_Sub)
     a.note, b.note = 1, 2  # type: ignore[attr-defined]
-    assert a.state() != b.state()
+    assert _states(a) != _states(b)
     b.note = 1  # type: ignore[attr-defined]
-    assert a.state() == b.state()
+    assert _states(a) == _states(b)
     c, d = cast(Any, _fresh(Slotted)), cast(Any, _fresh(Slotted))
-    assert c.state() == d.state()
+    assert _states(c) == _states(d)
     c.extra, d.extra = 1, 2
-    assert c.state() != d.state()
+    assert _states(c) != _states(d)
     d.extra = 1
-    assert c.state() == d.state()
+    assert _states(c) == _states(d)
 
 
 def test_the_attributes_of_a_rule_are_read_in_dict_and_slots() -> None:
@@ -361,46 +461,47 @@ def test_the_attributes_of_a_rule_are_read_in_dict_and_slots() -> None:
     assert not hasattr(OwnSlottedRule(), "__dict__")
     for rule in (Counting(), SlottedCounting(), OwnSlottedRule()):
         run = SIRun(TARGET, AGREES, (), 4, dr.Sampler(0), SpeculativeConfig(2, verify=rule))
-        before = run.state()
-        assert before == run.state()
+        assert run.checkpointing().data_parts == (rule,) and not run.checkpointing().resumable
+        before = _states(run)[0]
+        assert before == _states(run)[0]
         rule.calls += 1
-        assert run.state() != before
+        assert _states(run)[0] != before
 
 
 @pytest.mark.parametrize("part", ["tokens", "stats", "trace", "first"])
 def test_an_alias_of_a_run_container_is_not_a_copy_of_it(part: str) -> None:
-    """``_known`` names the run's own containers: an attribute that *is* the token list (which
-    grows with the run) differs from one that holds a copy of it (which does not), though both
-    read the same now. Merging the two would be unsound."""
-    def container(run: SIRun) -> object:
-        return {"tokens": run.tokens, "stats": run.rec.stats, "trace": run.rec.trace,
-                "first": run.rec.first}[part]
+    """The checker names the run's own containers: an attribute that *is* the token list
+    (which grows with the run) differs from one that holds a copy of it (which does not),
+    though both read the same now. Merging the two would be unsound."""
+    def container(run: SIRun) -> Any:
+        return getattr(run, part)
 
     a, b = _fresh(_Sub), _fresh(_Sub)
     alias, original = container(a), container(b)
     cast(Any, a).mine = alias
-    cast(Any, b).mine = original.copy()  # type: ignore[attr-defined]
-    assert a.state() == a.state() and b.state() == b.state()
-    assert a.state() != b.state()
+    cast(Any, b).mine = original.copy()
+    assert _states(a) == _states(a) and _states(b) == _states(b)
+    assert _states(a) != _states(b)
     c = _fresh(_Sub)
     cast(Any, c).mine = container(c)
-    assert a.state() == c.state()
+    assert _states(a) == _states(c)
 
 
-@pytest.mark.parametrize("part", ["self", "rec"])
-def test_a_reference_to_the_run_or_its_recorder_still_merges(part: str) -> None:
-    """The run and its recorder are not data; ``_known`` names them, so holding one merges."""
+@pytest.mark.parametrize("part", ["self", "rng"])
+def test_a_reference_to_the_run_or_a_part_of_it_still_merges(part: str) -> None:
+    """The run and its parts are not data; the checker names them, so holding one merges."""
     a, b = _fresh(_Sub), _fresh(_Sub)
-    cast(Any, a).back = a if part == "self" else a.rec
-    cast(Any, b).back = b if part == "self" else b.rec
-    assert not isinstance(cast(tuple[Hashable, ...], a.own_state())[2], NoMerge)
-    assert a.state() == b.state()
+    cast(Any, a).back = a if part == "self" else a.rng
+    cast(Any, b).back = b if part == "self" else b.rng
+    own, _ = _extras(a)
+    assert not isinstance(own, NoMerge)
+    assert _states(a) == _states(b)
 
 
 class _AliasOrCopy(SIRun):
     """Correct or not depending on sharing: after its first bonus a fair coin picks whether
     ``seen`` is the token list itself or a copy of it; from then on its bonus token is 0 while
-    ``seen`` holds every committed token, 1 otherwise. The coin leaves no trace in the recorder,
+    ``seen`` holds every committed token, 1 otherwise. The coin leaves no trace in the fields,
     so only the fingerprint of ``seen`` (an alias named ``tokens``, not a list) keeps the two
     paths apart at the next merge point."""
 
@@ -422,27 +523,25 @@ def test_merging_an_alias_with_a_copy_would_change_the_law() -> None:
     assert law == {(1, 1, 1, 0): F(1, 2), (1, 1, 1, 1): F(1, 2)}
 
 
-class _Hints(dr.Sampler):
-    """A sampler that records the merge points a run offers (the exact engine's protocol)."""
-
-    def __init__(self, seed: int) -> None:
-        super().__init__(seed)
-        self.hints: list[tuple[Hashable, bool, tuple[int, ...] | None]] = []
-
-    def merge_point(self, state: Hashable, *, entry: bool = False,
-                    committed: tuple[int, ...] | None = None) -> None:
-        self.hints.append((state, entry, committed))
-
-
-def test_a_merge_point_before_each_iteration_with_entry_and_the_committed_tokens() -> None:
+def test_a_merge_point_before_each_iteration_with_the_committed_tokens() -> None:
+    """The run enters once, then offers a merge point at the top of each iteration: the fields
+    with the per-iteration ones reset and the step at the top of the loop, and the committed
+    tokens."""
     rng = _Hints(0)
     run = SIRun(TARGET, AGREES, (), 5, rng, SpeculativeConfig(2))
     run.run()
+    assert rng.entered == [RECORDING] and rng.plain == [True, True]
     other = SIRun(TARGET, AGREES, (), 5, dr.Sampler(0), SpeculativeConfig(2))
-    first = other.state()
+    other.step = ("top",)
+    first = rng.states.merge_state(other, RECORDING)
+    other.step = None
     other.iterate()
-    assert rng.hints == [(first, True, ()), (other.state(), False, (1, 1, 1))]
-    assert first == (Recorder(other.cfg.latency, STATS).state([]), (False, (), ()))
+    other.begin()
+    other.step = ("top",)
+    assert rng.hints == [(first, ()), (rng.states.merge_state(other, RECORDING), (1, 1, 1))]
+    flags = (("drafter", True), ("target", True))
+    assert first == ((), False, F(0), flags, 0, tuple(dict.fromkeys(STATS, 0).items()), 0, (),
+                     (), ("top",), False, False)
 
 
 def test_a_step_sees_the_scratch_reset_by_iterate() -> None:
@@ -462,15 +561,24 @@ def test_a_step_sees_the_scratch_reset_by_iterate() -> None:
     assert run.peeked == [(0, (), [], [], ()), (3, (1, 1, 1), [], [], ())]
 
 
-def test_a_part_rebound_before_the_run_starts_is_a_part_of_the_run() -> None:
-    """`run` takes the parts the run is built on as they stand when it starts: a model set after
-    construction (here code, which has no fingerprint) is named, not read, so merging stays on."""
+def test_the_parts_are_what_init_set_and_read_only() -> None:
+    """The parts a run is built on are what its ``__init__`` set: a model rebound after
+    construction (here code, which has no fingerprint) is read as data, so those merge points
+    merge nothing; the readers cannot be changed in place (a swapped reader would go unseen)."""
     rng = _Hints(0)
     run = SIRun(TARGET, AGREES, (), 5, rng, SpeculativeConfig(2))
+    with pytest.raises(TypeError):
+        run.readers["drafter"] = run.readers["target"]  # type: ignore[index]
     run.drafter = dr.FunctionLM(3, lambda prefix: ONE)
-    run.readers["drafter"] = run.drafter.probs
+    run.readers = {**run.readers, "drafter": run.drafter.probs}
     run.run()
-    assert [cast(tuple[Hashable, ...], hint[0])[1] for hint in rng.hints] == [(False, (), ())] * 2
+    assert rng.plain == [False, False]
+    for state, _ in rng.hints:
+        own, _parts = cast(tuple[Any, ...], state)[1]
+        assert isinstance(own, NoMerge)
+    plain = _Hints(0)
+    SIRun(TARGET, AGREES, (), 5, plain, SpeculativeConfig(2)).run()
+    assert plain.plain == [True, True]
 
 
 @pytest.mark.parametrize(("target", "drafter", "n", "k"), [

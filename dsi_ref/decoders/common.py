@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
-import operator
-import struct
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import fields, is_dataclass
-from enum import Enum
 from fractions import Fraction
 from functools import partial
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import TypeAlias, TypeVar, cast
 
 from ..base.errors import InvalidParameterError
 from ..base.latency import Latency, Time
@@ -18,30 +13,19 @@ from ..base.models import LanguageModel, Number, Prefix, checked_probs
 from ..base.randomness import Randomness
 from ..base.result import Event, Run
 from ..base.validate import check_int, is_int
-from .verification import RULES
 
 __all__ = [
     "DEFAULT_LATENCY",
     "CostLaw",
-    "FixedParts",
-    "NoMerge",
-    "PrefixKey",
     "Recorder",
-    "attribute_state",
     "check_inputs",
     "check_record",
     "check_rng",
     "cost_laws",
-    "fingerprint",
     "forward_cost",
     "model_probs",
     "model_reader",
-    "overridden",
-    "resumes",
     "reuse_config",
-    "same_parts",
-    "slot_names",
-    "stateless_rule",
 ]
 
 
@@ -259,285 +243,3 @@ class Recorder:
     def result(self, tokens: list[int]) -> Run:
         """The finished `Run`."""
         return Run(tuple(tokens), self.time, tuple(self.trace), dict(self.stats))
-
-
-#: `PrefixKey`'s table: ``(id of a list's prefix, next item) -> id of the longer prefix``.
-_PREFIXES: dict[tuple[int, object], int] = {}
-#: Ids handed out so far (never reused, even after the table is cleared).
-_PREFIX_IDS = itertools.count(1)
-#: `_PREFIXES` is cleared past this many entries (ids already handed out stay unique).
-_PREFIX_TABLE_SIZE = 1 << 20
-
-
-class PrefixKey:
-    """An int that names the contents of a list that only grows (a trace), kept up to date in
-    time proportional to what was appended: two lists get the same id only when their items are
-    equal one by one (each id is handed out once, for one ``(shorter prefix, item)`` pair; the
-    empty list is 0). A merge state can then hold the id instead of the whole list, which would
-    be hashed again at every merge point.
-
-    ``of(items)`` reads ``items``, which must extend the list the key last read (or be it);
-    `state`/`set_state` save and restore the key with a copy of the list it read.
-    """
-
-    __slots__ = ("id", "length")
-
-    def __init__(self) -> None:
-        self.id = 0
-        self.length = 0
-
-    def of(self, items: Sequence[object]) -> int:
-        """The id of ``items``."""
-        if len(items) < self.length:
-            self.id, self.length = 0, 0
-        for i in range(self.length, len(items)):
-            pair = (self.id, items[i])
-            known = _PREFIXES.get(pair)
-            if known is None:
-                if len(_PREFIXES) >= _PREFIX_TABLE_SIZE:
-                    _PREFIXES.clear()
-                known = _PREFIXES[pair] = next(_PREFIX_IDS)
-            self.id = known
-        self.length = len(items)
-        return self.id
-
-    def state(self) -> tuple[int, int]:
-        """The id and the length it covers (for a snapshot of the list)."""
-        return self.id, self.length
-
-    def set_state(self, state: tuple[int, int]) -> None:
-        """Back to a `state`, with the list restored to the copy saved with it."""
-        self.id, self.length = state
-
-
-def merge_hint(rng: object) -> Callable[..., None] | None:
-    """The exact engine's ``merge_point`` method when ``rng`` has one."""
-    return getattr(rng, "merge_point", None)
-
-
-def resumes(rng: object) -> bool:
-    """Whether ``rng`` resumes runs from snapshots taken at their merge points (``rng.resumes``:
-    the exact engine with merging on; see `dsi_ref.base.randomness.merge_point`)."""
-    return getattr(rng, "resumes", False) is True
-
-
-def stateless_rule(rule: object) -> bool:
-    """Whether ``rule`` is one of the built-in rule objects (`dsi_ref.decoders.verification.RULES`),
-    which keep nothing between calls: a snapshot of a run need not copy anything of it."""
-    return any(rule is builtin for builtin in RULES.values())
-
-
-def same_parts(saved: Sequence[object], now: Sequence[object]) -> bool:
-    """Whether the parts a run was built on when a snapshot was taken (models, prompt, budget,
-    configuration, rule) are those of the run that restores it: the same objects, or equal
-    values of the same type."""
-    return len(saved) == len(now) and all(a is b or (type(a) is type(b) and a == b)
-                                          for a, b in zip(saved, now, strict=True))
-
-
-# ---------------------------------------------------------------------------------------------
-# Fingerprints: the state a step-wise run offers the exact engine, computed for it
-
-class NoMerge:
-    """A state equal to no other (equality is identity): a merge point offered with it merges
-    nothing, so the engine enumerates plainly. What `fingerprint` gives for a value it cannot
-    read (an arbitrary object): never a guess."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NoMerge()"
-
-
-class _Opaque(Exception):
-    """A value with no canonical form."""
-
-
-_REF = NoMerge()  # tags a reference to an object met before (sharing and cycles)
-_MISSING = NoMerge()  # a declared attribute (slot or dataclass field) that is not set
-#: Immutable values equal only to values of their own type: their own fingerprint.
-_BARE: frozenset[type] = frozenset({type(None), int, str, bytes})
-_FLOAT = struct.Struct("<d")
-
-
-def _canonical(value: object, seen: dict[int, Hashable], depth: int) -> Hashable:
-    """The canonical form of ``value`` (see `fingerprint`); `_Opaque` if it has none."""
-    kind = type(value)
-    if kind in _BARE:
-        return value
-    if depth > 100:
-        raise _Opaque  # too deep to be plain data worth merging on
-    if kind is tuple:
-        items = cast(tuple[object, ...], value)
-        if all(type(v) is int for v in items):
-            return (tuple, items)
-        return (tuple, tuple([_canonical(v, seen, depth + 1) for v in items]))
-    if kind is bool or kind is float:
-        return (kind, value if kind is bool else _FLOAT.pack(cast(float, value)))
-    if kind is Fraction:
-        f = cast(Fraction, value)
-        return (Fraction, f.numerator, f.denominator)
-    if kind is complex:
-        c = cast(complex, value)
-        return (complex, _FLOAT.pack(c.real), _FLOAT.pack(c.imag))
-    if kind is frozenset:
-        return (frozenset, tuple([_canonical(v, seen, depth + 1)
-                                  for v in cast(frozenset[object], value)]))
-    if kind is range:
-        r = cast(range, value)
-        return (range, r.start, r.stop, r.step)
-    if isinstance(value, Enum):
-        return (kind, value.name)
-    if isinstance(value, tuple) and hasattr(kind, "_fields") and not getattr(value, "__dict__",
-                                                                              None):
-        return (kind, tuple([_canonical(v, seen, depth + 1) for v in value]))  # a namedtuple
-    # mutable containers: identity matters (two names for one list), so each is described once
-    # and named by a reference afterwards, which also ends cycles
-    ref = seen.get(id(value))
-    if ref is not None:
-        return ref
-    if kind is list or kind is set:
-        seen[id(value)] = (_REF, len(seen))
-        return (kind, tuple([_canonical(v, seen, depth + 1)
-                             for v in cast(list[object], value)]))  # a set in iteration order
-    if kind is dict:
-        seen[id(value)] = (_REF, len(seen))
-        return (dict, tuple([(_canonical(k, seen, depth + 1), _canonical(v, seen, depth + 1))
-                             for k, v in cast(dict[object, object], value).items()]))
-    if is_dataclass(value) and not isinstance(value, type):
-        seen[id(value)] = (_REF, len(seen))
-        names = [f.name for f in fields(value)]
-        names += sorted(set(getattr(value, "__dict__", ())) - set(names))
-        return (kind, tuple([(name, _canonical(getattr(value, name, _MISSING), seen, depth + 1))
-                             for name in names]))
-    if value is _MISSING:
-        return value
-    raise _Opaque  # an arbitrary object: its state is not readable as data
-
-
-def fingerprint(value: object, known: Mapping[int, str] | None = None) -> Hashable:
-    """``value`` as plain data, canonical and hashable: two values with equal fingerprints are
-    indistinguishable to any code that reads them (``==`` on the results is that test).
-
-    Reads ``None``, ``bool``, ``int``, ``float`` (its bits: ``-0.0`` is not ``0.0``), ``complex``,
-    ``Fraction``, ``str``, ``bytes``, ``range``, enum members, tuples and named tuples, lists,
-    dicts (in order), sets and frozensets (in iteration order), and dataclass instances (their
-    fields and any other attribute), nested; every number is tagged with its type (``1``,
-    ``1.0``, ``True`` and ``Fraction(1)`` differ). A mutable object met twice (two names for one
-    list, a cycle) is described once and referred to after; ``known`` names objects outside
-    ``value`` (``id -> name``) that it may refer to, such as a run's models or its token list.
-    Anything else (an arbitrary object, a function, a class, a numpy array) has no fingerprint:
-    the result is then a fresh `NoMerge`, equal to nothing.
-    """
-    seen: dict[int, Hashable] = {}
-    if known:
-        seen.update({i: (_REF, name) for i, name in known.items()})
-    try:
-        return _canonical(value, seen, 0)
-    except (_Opaque, RecursionError):
-        return NoMerge()
-
-
-_SLOTS: dict[type, tuple[str, ...]] = {}
-
-
-def slot_names(cls: type) -> tuple[str, ...]:
-    """The slots ``cls`` and its bases declare (instance attributes outside ``__dict__``)."""
-    cached = _SLOTS.get(cls)
-    if cached is not None:
-        return cached
-    names: list[str] = []
-    for klass in cls.__mro__:
-        slots = klass.__dict__.get("__slots__", ())
-        for slot in (slots,) if isinstance(slots, str) else slots:
-            if slot not in ("__dict__", "__weakref__"):
-                names.append(slot)
-    _SLOTS[cls] = tuple(names)
-    return _SLOTS[cls]
-
-
-def attribute_state(obj: object, skip: frozenset[str] | set[str],
-                    known: Mapping[int, str]) -> Hashable:
-    """`fingerprint` of the instance attributes of ``obj`` (its ``__dict__`` and its slots)
-    not in ``skip``, by sorted name (``()`` when there are none); a `NoMerge` if one of them
-    has no fingerprint."""
-    names = [name for name in getattr(obj, "__dict__", ()) if name not in skip]
-    names += [name for name in slot_names(type(obj)) if name not in skip]
-    if not names:
-        return ()
-    return fingerprint({name: getattr(obj, name, _MISSING) for name in sorted(names)}, known)
-
-
-def own_parts(run: Any, skip: frozenset[str],
-              known: Callable[[], Mapping[int, str]]) -> tuple[Hashable, Hashable]:
-    """The two parts of a run's merge state that its own fields do not give (`SIRun.own_state`;
-    the exact checker reads a `dsi_ref.decoders.dsi.DSIRun` itself): the `attribute_state` of
-    its rule (``run.rule``; ``()`` for a rule without attributes) and that of the run's
-    attributes outside ``skip``, whose references to the run's own objects are named by
-    ``known()`` (only called when there is something to read)."""
-    rule = run.rule
-    rule_state = (attribute_state(rule, frozenset(), {})
-                  if getattr(rule, "__dict__", None) or slot_names(type(rule)) else ())
-    extra = (attribute_state(run, skip, known())
-             if not skip.issuperset(vars(run)) or slot_names(type(run)) else ())
-    return rule_state, extra
-
-
-def overridden(cls: type, base: type, names: Iterable[str] | None = None) -> bool:
-    """Whether ``cls`` replaces any method of ``base`` (or one of ``names``) with its own."""
-    names = [n for n, v in vars(base).items() if callable(v) or isinstance(v, property)
-             if n not in ("__init__", "__init_subclass__")] if names is None else list(names)
-    return any(getattr(cls, n, None) is not getattr(base, n, None) for n in names)
-
-
-_NOTHING: frozenset[str] = frozenset()
-
-
-def _same_item(now: tuple[object, object], before: tuple[object, object]) -> bool:
-    """The same key, bound to the very same object."""
-    return now[0] == before[0] and now[1] is before[1]
-
-
-class FixedParts:
-    """The objects a run is built on (models, ``rng``, config, rule...), as they stand before
-    its first merge point: a function of the choices made before it (which the engine's scope
-    of ``entry=True`` tells apart), the same objects later unless the run rebinds them.
-
-    ``changed(run)`` names those that no longer are; ``known(changed)`` names the others
-    (``id -> name``) for `fingerprint`, so that a subclass attribute that refers to one of them
-    is read as that name.
-    """
-
-    __slots__ = ("contents", "names", "objects")
-
-    def __init__(self, run: object, names: Sequence[str]) -> None:
-        self.names = tuple(names)
-        self.objects = tuple([getattr(run, name, _MISSING) for name in self.names])
-        # a dict of parts (the readers) is checked item by item
-        self.contents = tuple([tuple(obj.items()) for obj in self.objects if type(obj) is dict])
-
-    def changed(self, run: object) -> frozenset[str]:
-        """The parts that are no longer the very object they were (a dict: with the same
-        items); empty on the usual path."""
-        current = [getattr(run, name, _MISSING) for name in self.names]
-        if all(map(operator.is_, current, self.objects)) and all(
-                len(obj) == len(before) and all(map(_same_item, obj.items(), before))
-                for obj, before in zip([o for o in current if type(o) is dict], self.contents,
-                                       strict=True)):
-            return _NOTHING  # the usual path: every part is what it was
-        out = frozenset(name for name, obj in zip(self.names, self.objects, strict=True)
-                        if getattr(run, name, _MISSING) is not obj)
-        dicts = [(name, obj) for name, obj in zip(self.names, self.objects, strict=True)
-                 if type(obj) is dict]
-        for (name, obj), before in zip(dicts, self.contents, strict=True):
-            now = tuple(obj.items())
-            if len(now) != len(before) or any(x[0] != y[0] or x[1] is not y[1]
-                                              for x, y in zip(now, before, strict=True)):
-                out |= {name}
-        return out
-
-    def known(self, changed: frozenset[str] = frozenset()) -> dict[int, str]:
-        """``id -> name`` of the parts, but those ``changed`` (a dict whose items changed is
-        not the part it was)."""
-        return {id(obj): name for name, obj in zip(self.names, self.objects, strict=True)
-                if name not in changed}

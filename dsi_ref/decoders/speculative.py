@@ -21,16 +21,26 @@ is the one place where a model is called, and `SIRun.forward`, `SIRun.record_com
 `SIRun.result` are the clock and the trace. The torch engine (`dsi_ref.backends.engine`) overrides
 the seams (cached sessions, wall-clock seconds); the zoo's structural mutants (`dsi_ref.audit.zoo`)
 override one step each.
+
+The run is its state (`SIState`) and one loop (`SIRun.run` over `SIRun.iterate`'s steps). Under
+the exact checker (`dsi_ref.base.exact_hooks`) the loop offers a merge point at the top of each
+iteration, and a resumable run (`SIRun`'s own code, a built-in rule) a resume point between the
+steps of an iteration (`SIRun.point`): the checker snapshots and restores the fields itself. Such
+a run, without EOS and for a token rule, draws each draft only once the one before it is accepted
+(`SIState.lazy`, `SIRun.draw`): the same steps, their draws in another order.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, cast
+from fractions import Fraction
+from types import MappingProxyType
+from typing import ClassVar, Literal
 
 from ..base.errors import InvalidParameterError
+from ..base.exact_hooks import CLOCK, COMMITTED, DERIVED, HISTORY, Checkpointing, exact_hooks
 from ..base.latency import Latency, Time
 from ..base.models import LanguageModel, Number, Prefix
 from ..base.randomness import Randomness
@@ -38,24 +48,17 @@ from ..base.result import Event, Run
 from ..base.validate import check_int
 from .common import (
     DEFAULT_LATENCY,
-    FixedParts,
-    NoMerge,
-    PrefixKey,
-    Recorder,
     check_inputs,
     check_record,
-    merge_hint,
+    cost_laws,
+    forward_cost,
     model_reader,
-    overridden,
-    own_parts,
-    resumes,
     reuse_config,
-    same_parts,
-    stateless_rule,
 )
+from .stepping import built_parts, overridden, stateless_rule, with_built
 from .verification import Decision, Rule, VerifyRule, as_rule, decide_window, is_window_rule
 
-__all__ = ["NON_SI_STATS", "STATS", "ModelName", "Rows", "SIRun", "SpeculativeConfig",
+__all__ = ["NON_SI_STATS", "STATS", "ModelName", "Rows", "SIRun", "SIState", "SpeculativeConfig",
            "speculative"]
 
 #: The counters of an SI run (`Run.stats`).
@@ -67,13 +70,11 @@ NON_SI_STATS = ("target_forwards", "bonus")
 ModelName = Literal["drafter", "target"]
 #: Next-token rows of one forward: ``rows[i]`` is a distribution over the vocabulary.
 Rows = Sequence[Sequence[Number]]
-#: What `SIRun._snapshot` keeps: the fixed parts, tokens, done, the recorder's clock, trace,
-#: counters and first flags, and where the run is in an iteration with its scratch.
-_Snapshot: TypeAlias = tuple[tuple[object, ...], tuple[int, ...], bool, Time, tuple[Event, ...],
-                             tuple[tuple[str, int], ...], tuple[tuple[str, bool], ...],
-                             tuple[str, int], int, tuple[int, ...], tuple[int, ...],
-                             tuple[Sequence[Number], ...], tuple[Sequence[Number], ...],
-                             tuple[int, int]]
+
+#: Where a run is at the merge point at the top of its loop, and at the resume point before the
+#: bonus token.
+_TOP: tuple[object, ...] = ("top",)
+_BONUS: tuple[object, ...] = ("bonus",)
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,62 @@ class SpeculativeConfig:
         check_record(self.record, self.keep_time)
 
 
-class SIRun:
-    """One run of SI: its state, and the steps of the algorithm as methods.
+def _first_flags() -> dict[str, bool]:
+    return {"drafter": True, "target": True}
+
+
+@dataclass(eq=False, repr=False)
+class SIState:
+    """Everything an SI run changes as it goes: the fields of `SIRun`.
+
+    The exact checker snapshots and restores these fields and reads its merge states from them
+    (`dsi_ref.audit.exact.state`), each by its role (`dsi_ref.base.exact_hooks`): the clock; the
+    committed tokens; what only the result reads (the trace, the counters); what `SIRun`'s own
+    code keeps as a function of the rest (``q`` and ``p`` at the drafts). Each value is immutable
+    or a container the run changes, of values it never changes in place.
+
+    Attributes:
+        tokens: the committed tokens.
+        done: EOS is committed.
+        time: the virtual clock.
+        first: per model, whether it made no forward yet (its first costs TTFT).
+        trace, stats: the trace and the counters.
+        start: the first position the iteration decides (``len(tokens)`` when it began).
+        context: the generated tokens before the next draft (committed + drafts).
+        drafts, draft_rows: the iteration's drafts ``x_j`` and ``q`` at each.
+        target_rows: ``p`` at the positions ``start .. start + len(drafts)``.
+        step: where the run is in an iteration (``None``: between iterations, or at a step
+            without a resume point), kept in a snapshot so that a restored run goes on from
+            there.
+        resuming: the run offers the exact checker resume points (set when it starts).
+        lazy: the run draws each draft only when it is decided (`SIRun.draw`; set when it
+            starts).
+    """
+
+    tokens: list[int] = field(default_factory=list, metadata=COMMITTED)
+    done: bool = False
+    time: Time = field(default=Fraction(0), metadata=CLOCK)
+    first: dict[str, bool] = field(default_factory=_first_flags)
+    trace: list[Event] = field(default_factory=list, metadata=HISTORY)
+    stats: dict[str, int] = field(default_factory=dict, metadata=HISTORY)
+    start: int = 0
+    context: tuple[int, ...] = ()
+    drafts: list[int] = field(default_factory=list)
+    draft_rows: list[Sequence[Number]] = field(default_factory=list, metadata=DERIVED)
+    target_rows: Rows = field(default=(), metadata=DERIVED)
+    step: tuple[object, ...] | None = None
+    resuming: bool = False
+    lazy: bool = False
+
+
+class SIRun(SIState):
+    """One run of SI: its state (the fields of `SIState`) and the steps of the algorithm as
+    methods.
 
     Public so that variants override one step (the zoo's mutants) or the seams (the torch
     engine: `model_rows`, `forward`, `record_commit`, `result`); use `speculative` to run it.
+    Every attribute its ``__init__`` sets besides the fields is a part it is built on
+    (`built_on`).
 
     Args:
         target: the target model (``p``).
@@ -123,12 +175,19 @@ class SIRun:
         max_new_tokens: ``N``, the budget of generated tokens.
         rng: every random draw (keyed; see `dsi_ref.decoders.verification`).
         config: ``k``, the rule and the latencies.
-
-    State: ``tokens`` (committed), ``done`` (EOS committed) and ``rec`` (the virtual clock, the
-    trace and the counters ``stats``); per iteration ``start`` (the first position decided),
-    ``drafts`` and ``draft_rows`` (``x_j`` and ``q`` at each), ``context`` (committed + drafts)
-    and ``target_rows`` (``p`` at the ``len(drafts) + 1`` positions).
     """
+
+    #: Whether the class is `SIRun`'s own code: it replaces none of its methods (set for each
+    #: subclass when it is made).
+    own_code: ClassVar[bool] = True
+    #: Whether the class's `iterate` is `SIRun`'s, which resets the per-iteration fields before
+    #: any step reads them: they are dead between iterations.
+    own_iterate: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.own_code = not overridden(cls, SIRun)
+        cls.own_iterate = cls.iterate is SIRun.iterate
 
     def __init__(self, target: LanguageModel, drafter: LanguageModel | None, prompt: Prefix,
                  max_new_tokens: int, rng: Randomness, config: SpeculativeConfig) -> None:
@@ -138,20 +197,18 @@ class SIRun:
         self.rule: Rule = as_rule(config.verify)
         self.lookahead = config.lookahead if drafter is not None else 0
         self.stat_names = STATS if drafter is not None else NON_SI_STATS
-        self.readers: dict[str, Callable[[Prefix], tuple[Number, ...]]] = {
+        readers: dict[str, Callable[[Prefix], tuple[Number, ...]]] = {
             "target": model_reader(target)}
         if drafter is not None:
-            self.readers["drafter"] = model_reader(drafter)
-        self.rec = Recorder(config.latency, STATS, record=config.record)
-        self.stats = self.rec.stats
-        self.tokens: list[int] = []
-        self.done = False
-        self.start = 0
-        self.context: tuple[int, ...] = ()
-        self.drafts: list[int] = []
-        self.draft_rows: list[Sequence[Number]] = []
-        self.target_rows: Rows = ()
-        self._fixed = FixedParts(self, _FIXED)
+            readers["drafter"] = model_reader(drafter)
+        #: the models' readers by name (read only: a part is rebound, not changed in place)
+        self.readers: Mapping[str, Callable[[Prefix], tuple[Number, ...]]] = \
+            MappingProxyType(readers)
+        self._laws = (config.latency, cost_laws(config.latency))
+        self._hooks = exact_hooks(rng)
+        self._built = built_parts(self)
+        super().__init__()
+        self.stats = dict.fromkeys(STATS, 0)
 
     # -- the steps of one iteration ------------------------------------------------------------
     def window(self) -> int:
@@ -162,40 +219,86 @@ class SIRun:
 
     def draft(self) -> None:
         """The drafter's forwards: ``x_j ~ q(· | prefix, x_<j)`` for ``j < window()``; nothing is
-        drafted past a drafted EOS."""
-        for j in range(self.window()):
-            context = self.context  # generated tokens before the next draft: committed + drafts
-            row = self.forward("drafter", "draft", (self.start + j,), context, 1)[0]
-            x = self.rule.draft(row, self.rng, context)
-            self.drafts.append(x)
-            self.draft_rows.append(row)
-            self.context = context + (x,)
-            if x == self.eos:
+        drafted past a drafted EOS. A resume point comes before each draft but the first. A
+        ``lazy`` run puts the forwards on the clock only: `verify` draws each draft."""
+        window = self.window()
+        if self.lazy:
+            for j in range(window):
+                self.advance("drafter", "draft", (self.start + j,))
+            self.stats["drafts"] += window
+            self.stats["drafter_forwards"] += window
+            return
+        for j in range(len(self.drafts), window):  # a restored run goes on from its draft
+            if j:
+                self.point(("draft", j))
+            row = self.forward("drafter", "draft", (self.start + j,), self.context, 1)[0]
+            if self.add_draft(row) == self.eos:
                 break
         self.stats["drafts"] += len(self.drafts)
         self.stats["drafter_forwards"] += len(self.drafts)
 
+    def add_draft(self, row: Sequence[Number]) -> int:
+        """Draw the next draft from ``q = row`` after ``context`` and append it (its row, the
+        context); return it."""
+        context = self.context
+        x = self.rule.draft(row, self.rng, context)
+        self.drafts.append(x)
+        self.draft_rows.append(row)
+        self.context = context + (x,)
+        return x
+
     def score(self) -> None:
         """One target forward over prefix + drafts: ``p`` at each of the ``len(drafts) + 1``
-        positions ``start .. start + len(drafts)``."""
-        count = len(self.drafts) + 1
-        self.target_rows = self.forward("target", "verify" if self.drafts else "forward",
-                                        tuple(range(self.start, self.start + count)),
-                                        self.context, count)
+        positions ``start .. start + len(drafts)`` (a ``lazy`` run: on the clock only, over the
+        ``window()`` drafts to come; `verify` reads each row when it needs it)."""
+        count = (self.window() if self.lazy else len(self.drafts)) + 1
+        kind = "verify" if count > 1 else "forward"
+        positions = tuple(range(self.start, self.start + count))
+        if self.lazy:
+            self.advance("target", kind, positions)
+        else:
+            self.target_rows = self.forward("target", kind, positions, self.context, count)
         self.stats["target_forwards"] += 1
 
     def verify(self) -> bool:
         """Decide the drafts left to right against ``p``; stop at the first rejection (its
         position gets the residual token) or at EOS. True when every draft was accepted, so
         that the position after them gets a bonus token. A `WindowRule` (block verification)
-        decides the window as a whole instead (`verify_window`)."""
+        decides the window as a whole instead (`verify_window`). A resume point comes before
+        each decision; a ``lazy`` run draws each draft right before it (`draw`), after a resume
+        point of its own, and reads ``p`` after the drafts once they are all accepted."""
         if is_window_rule(self.rule):
+            self.point(("verify", 0))
             return self.verify_window()
-        for j in range(len(self.drafts)):
+        count = self.window() if self.lazy else len(self.drafts)
+        for j in range(len(self.tokens) - self.start, count):  # from the next undecided one
+            if len(self.drafts) == j:  # a lazy run: draft j is not drawn yet
+                self.point(("draw", j))
+                self.draw()
+            self.point(("verify", j))
             decision = self.commit(self.target_rows[j], j)
             if not decision.accepted or self.done:
                 return False
+        if self.lazy:  # p after the drafts, for the bonus token
+            self.target_rows = (*self.target_rows, self.model_rows("target", self.context, 1)[0])
         return True
+
+    def draw(self) -> None:
+        """A ``lazy`` run's next draft, drawn when it is decided: ``q`` and ``p`` at its position
+        (the rows `draft` and `score` read: after the committed tokens and the drafts before
+        it), and the draft from ``q`` (`add_draft`).
+
+        Why it is sound: a token rule decides position ``j`` from ``p``, ``q`` and ``x_j``
+        alone, and without EOS no draft cuts the window short, so what `draft` and `score` put
+        on the clock and the trace does not depend on the drafts' values, and a draft after a
+        rejection changes nothing of the run. Drawing it or not gives the same law of the whole
+        run (tokens, clock, trace, counters), and the exact checker explores ``k`` draws fewer
+        at each rejection. A run is lazy only under a checker that resumes, for `SIRun`'s own
+        code (`SIRun.run` sets `SIState.lazy`): under a sampler the draws keep their order."""
+        context = self.context
+        row = self.model_rows("drafter", context, 1)[0]
+        self.target_rows = (*self.target_rows, self.model_rows("target", context, 1)[0])
+        self.add_draft(row)
 
     def verify_window(self) -> bool:
         """Decide all drafts at once with `decide_window` and commit its decisions in order.
@@ -231,262 +334,96 @@ class SIRun:
         self.stats[decision.kind] += 1
         self.done = decision.token == self.eos
 
-    def iterate(self) -> None:
-        """One iteration: `draft` (``window()`` tokens), `score`, `verify`, and `bonus` when
-        every draft was accepted."""
-        self.stats["iterations"] += 1
+    def begin(self) -> None:
+        """The per-iteration fields as a new iteration starts: ``start`` and ``context`` at the
+        committed tokens, no drafts, no rows (nothing of an earlier iteration survives)."""
         self.start = len(self.tokens)
         self.context = tuple(self.tokens)
         self.drafts, self.draft_rows = [], []
-        self.target_rows = ()  # set by score(): nothing of an earlier iteration survives
-        self.draft()
-        self.score()
-        if self.verify():
+        self.target_rows = ()
+
+    def iterate(self) -> None:
+        """One iteration: `draft` (``window()`` tokens), `score`, `verify`, and `bonus` when
+        every draft was accepted, with a resume point before the bonus. A run restored inside an
+        iteration (``step``) goes on from the step it was in."""
+        phase = None if self.step is None else self.step[0]
+        if phase is None:
+            self.stats["iterations"] += 1
+            self.begin()
+        if phase is None or phase == "draft":
+            self.draft()
+            self.score()
+        if phase == "bonus" or self.verify():
+            self.point(_BONUS)
             self.bonus()
-
-    def state(self) -> Hashable:
-        """Everything the rest of the run depends on (the exact engine's merge points, taken at
-        the start of each iteration): the clock, trace, counters and tokens of `Recorder.state`,
-        and `own_state`, which reads what a subclass keeps on ``self``. A subclass need not
-        extend it (it may, to add state kept elsewhere)."""
-        return (self.rec.state(self.tokens), self.own_state())
-
-    def own_state(self) -> Hashable:
-        """The part of `state` that is not the recorder's: ``done`` and a `fingerprint` of every
-        instance attribute `SIRun` does not account for (whatever a subclass added), or a
-        `NoMerge` (no merging at this point) when one of them is not plain data.
-
-        Accounted for: the recorder and the tokens (`Recorder.state`; ``stats`` while it is the
-        recorder's dict); the parts the run is built on (models, ``rng``, readers, config, rule,
-        prompt, ``n``...) while they are the very objects they were when `run` started (a
-        rebound one is read as data; the rule's own attributes, if any, always are); and the
-        per-iteration scratch (``start``, ``context``, ``drafts``, ``draft_rows``,
-        ``target_rows``), dead at the start of an iteration because `iterate` resets it before
-        any step runs, which holds only while ``iterate`` and ``run`` are `SIRun`'s: a subclass
-        that overrides either has its scratch read too.
-        """
-        cls = type(self)
-        skip = _SKIP.get(cls)
-        if skip is None:
-            skip = _SKIP[cls] = _ACCOUNTED | (_SCRATCH if not overridden(cls, SIRun, ("iterate",
-                                                                                   "run"))
-                                              else frozenset())
-        if type(self.rec) is not Recorder or self.rec.latency is not self.cfg.latency:
-            return NoMerge()  # a recorder of its own: its state is not Recorder.state's
-        changed = self._fixed.changed(self)
-        if changed:
-            skip = skip - changed  # rebound: read as data (a model is not: no merging)
-        if self.stats is not self.rec.stats:
-            skip = skip - {"stats"}
-        rule_state, extra = own_parts(self, skip, lambda: self._known(changed))
-        return (self.done, rule_state, extra)
-
-    def _known(self, changed: frozenset[str]) -> dict[int, str]:
-        """The objects outside ``self``'s own data that a subclass attribute may refer to
-        (the parts of the run that are still what they were, its own containers)."""
-        known = self._fixed.known(changed)
-        known.update({id(self): "self", id(self.tokens): "tokens", id(self.rec): "rec",
-                      id(self.rec.stats): "stats", id(self.rec.trace): "trace",
-                      id(self.rec.first): "first"})
-        return known
+        self.step = None
 
     def run(self) -> Run:
-        """Iterate until ``N`` tokens are committed or EOS is."""
-        hint = merge_hint(self.rng)
-        if hint is not None and resumes(self.rng) and self._resumable():
-            return self._run_resuming(hint)
-        # what the run is built on, before it starts (a resuming run checks its parts when it
-        # restores a snapshot, `same_parts`)
-        if self._fixed.changed(self):
-            self._fixed = FixedParts(self, _FIXED)
-        while len(self.tokens) < self.n and not self.done:
-            if hint:
-                hint(self.state(), entry=self.stats["iterations"] == 0,
-                     committed=tuple(self.tokens))
-            self.iterate()
-        return self.result()
+        """Iterate until ``N`` tokens are committed or EOS is.
 
-    # -- resuming (the exact engine's snapshots; see `dsi_ref.base.randomness.merge_point`) ---
-    def _run_resuming(self, hint: Callable[..., None]) -> Run:
-        """`run` for an interpreter that resumes (`SIRun`'s own code only, `_resumable`): the
-        same merge points, with snapshots, and resume points inside each iteration
-        (`_iterate_resuming`), so that a run restored by the engine goes on from the last point
-        before the choice it branches at instead of replaying the iteration's earlier choices.
-        """
-        self._phase: tuple[str, int] = ("entry", 0)
-        self._trace_key = PrefixKey()
-        # the entry: nothing has happened yet, so the invocation (which the engine's key holds)
-        # is the whole state; the engine may restore a later snapshot of the same path here
-        hint(("start",), entry=True, committed=tuple(self.tokens), snapshot=self._snapshot,
-             restore=self._restore)
-        at_top = self._phase[0] == "start"  # restored at a merge point: it is behind
-        if self._phase[0] == "entry":
-            self._phase = ("start", 0)
-        while self._phase[0] != "start" or (len(self.tokens) < self.n and not self.done):
-            if self._phase[0] == "start" and not at_top:
-                hint(self._state_resuming(), committed=tuple(self.tokens),
-                     snapshot=self._snapshot, restore=self._restore)
-            at_top = False
-            self._iterate_resuming()
-        return self.result()
-
-    def _iterate_resuming(self) -> None:
-        """`iterate` (the same steps as `iterate`, `draft`, `score`, `verify` and `bonus`), from
-        ``self._phase``: the start, before draft ``j`` (``("draft", j)``, ``j >= 1``), before
-        the decision of draft ``j`` (``("verify", j)``; block verification: ``j = 0``, the
-        window at once) or before the bonus token (``("bonus", 0)``); without EOS, for a token
-        rule, the drafts are drawn as they are decided instead (``("lazy", j)``, ``("decide",
-        j)``: `_verify_lazily`). A resume point before each of them offers the engine a snapshot
-        (`_snapshot` reads the phase)."""
-        phase, j = self._phase
-        if phase == "start":
-            self.stats["iterations"] += 1
-            self.start = len(self.tokens)
-            self.context = tuple(self.tokens)
-            self.drafts, self.draft_rows = [], []
-            self.target_rows = ()
-            if self.eos is None and not is_window_rule(self.rule):
-                self._forwards_ahead()
-                phase, j = "lazy", 0
-            else:
-                phase, j = "draft", 0
-        accepted = True
-        if phase in ("lazy", "decide"):
-            accepted = self._verify_lazily(phase, j)
-        if phase == "draft":
-            window = self.window()
-            while j < window:
-                if j:
-                    self._resume_point("draft", j)
-                context = self.context
-                row = self.forward("drafter", "draft", (self.start + j,), context, 1)[0]
-                x = self.rule.draft(row, self.rng, context)
-                self.drafts.append(x)
-                self.draft_rows.append(row)
-                self.context = context + (x,)
-                j += 1
-                if x == self.eos:
+        Under the exact checker the run enters first (the checker may restore a later snapshot
+        of the same path, and the loop goes on from there), then offers a merge point at the top
+        of each iteration (the per-iteration fields reset first when `iterate` is `SIRun`'s:
+        they are dead there)."""
+        hooks = self._hooks
+        if hooks is not None:
+            checkpointing = self.checkpointing()
+            self.resuming = hooks.resumes and checkpointing.resumable
+            self.lazy = self.resuming and self.eos is None and not is_window_rule(self.rule)
+            hooks.enter(self, checkpointing)  # may put the run where a snapshot of this path was
+        while True:
+            if self.step is None or self.step is _TOP:
+                if len(self.tokens) >= self.n or self.done:
                     break
-            self.stats["drafts"] += len(self.drafts)
-            self.stats["drafter_forwards"] += len(self.drafts)
-            self.score()
-            phase, j = "verify", 0
-        if phase == "verify":
-            if is_window_rule(self.rule):
-                self._resume_point("verify", 0)
-                accepted = self.verify_window()
-            else:
-                while j < len(self.drafts):
-                    self._resume_point("verify", j)
-                    decision = self.commit(self.target_rows[j], j)
-                    j += 1
-                    if not decision.accepted or self.done:
-                        accepted = False
-                        break
-        if not accepted:
-            self._phase = ("start", 0)
+                self.merge_point()
+            self.iterate()
+        self.step = None
+        return self.result()
+
+    # -- what the exact checker reads (`dsi_ref.base.exact_hooks`) -----------------------------
+    def point(self, where: tuple[object, ...]) -> None:
+        """A resume point before a step of an iteration (``where``): the run is there (a
+        snapshot keeps it), and a resuming run offers the checker a snapshot."""
+        self.step = where
+        if self.resuming and self._hooks is not None:
+            self._hooks.pause(self)
+
+    def merge_point(self) -> None:
+        """The merge point at the top of the loop, unless the run was just restored there (the
+        point is behind it)."""
+        if self.step is _TOP:
+            self.step = None
             return
-        self._resume_point("bonus", 0)
-        self.bonus()
-        self._phase = ("start", 0)
+        hooks = self._hooks
+        if hooks is not None:
+            if type(self).own_iterate:
+                self.begin()
+            self.step = _TOP
+            hooks.merge(self)
+            self.step = None
 
-    def _forwards_ahead(self) -> None:
-        """The forwards of an iteration (`draft` and `score`), on the clock and the trace, before
-        any draft is drawn: without EOS a window always holds ``window()`` drafts, so that what
-        `draft` and `score` record does not depend on the drafts' values."""
-        window = self.window()
-        for j in range(window):
-            self.rec.forward("drafter", "draft", (self.start + j,), self.rng)
-        self.stats["drafts"] += window
-        self.stats["drafter_forwards"] += window
-        self.rec.forward("target", "verify" if window else "forward",
-                         tuple(range(self.start, self.start + window + 1)), self.rng)
-        self.stats["target_forwards"] += 1
+    def built_on(self) -> Mapping[str, object]:
+        """The parts the run is built on: what its ``__init__`` set before its fields (models,
+        readers, ``rng``, configuration, rule, the cost laws...)."""
+        return with_built(self._built)
 
-    def _verify_lazily(self, phase: str, j: int) -> bool:
-        """The rest of an iteration whose forwards are on the clock (`_forwards_ahead`), from
-        draft ``j`` on: each draft is drawn only when the decision of the one before it accepted
-        it (phase ``"lazy"``: before draft ``j``; ``"decide"``: before its decision). A token
-        rule decides position ``j`` from ``p``, ``q`` and ``x_j`` alone, and no EOS can cut the
-        window short, so a draft after a rejection changes nothing of the run: drawing it or
-        not gives the same law of the whole run (tokens, clock, trace, counters), and the
-        engine explores ``k`` draws fewer at each rejection. The rows are those `draft` and
-        `score` read (``q`` and ``p`` after the committed tokens and ``x_<j``). True when every
-        draft was accepted (``p`` after them is then in ``target_rows``, for the bonus)."""
-        window = self.window()
-        while j < window:
-            if phase == "lazy":
-                self._resume_point("lazy", j)
-                context = self.context
-                row = self.model_rows("drafter", context, 1)[0]
-                self.drafts.append(self.rule.draft(row, self.rng, context))
-                self.draft_rows.append(row)
-                self.target_rows = (*self.target_rows, self.model_rows("target", context, 1)[0])
-                self.context = context + (self.drafts[j],)
-            self._resume_point("decide", j)
-            phase = "lazy"
-            decision = self.commit(self.target_rows[j], j)
-            j += 1
-            if not decision.accepted:
-                return False
-        self.target_rows = (*self.target_rows, self.model_rows("target", self.context, 1)[0])
-        return True
-
-    def _state_resuming(self) -> Hashable:
-        """`state`, as it is for `SIRun`'s own code on a built-in rule (`_resumable`: the parts
-        are never rebound, the rule has no attributes): ``own_state`` is ``(done, (), ())``
-        unless the run was given attributes of its own."""
-        if self.__dict__.keys() <= _SKIP_OWN and not vars(self.rule):
-            rec = self.rec
-            if not self.cfg.record:  # a lean run: no trace, no counters (and maybe no time)
-                return ((tuple(self.tokens), rec.time if self.cfg.keep_time else None,
-                         tuple(rec.first.items())), (self.done, (), ()))
-            # `Recorder.state`, the trace as the id of its contents (`PrefixKey`)
-            return ((tuple(self.tokens), rec.time, ("trace", self._trace_key.of(rec.trace)),
-                     tuple(rec.stats.items()), tuple(rec.first.items())), (self.done, (), ()))
-        return self.state()
-
-    def _resume_point(self, phase: str, j: int) -> None:
-        self._phase = (phase, j)
-        self.rng.resume_point(self._snapshot)  # type: ignore[attr-defined]
-
-    def _resumable(self) -> bool:
-        """Whether `_snapshot` copies everything the rest of the run depends on: `SIRun`'s own
-        code (not a subclass), its own recorder, a built-in rule. At the start of an iteration
-        that is ``tokens``, ``done`` and the recorder's clock, trace, counters and first flags
-        (the per-iteration scratch is reset by `iterate`), besides the fixed parts."""
-        return (type(self) is SIRun and type(self.rec) is Recorder
-                and self.rec.latency is self.cfg.latency and self.stats is self.rec.stats
-                and stateless_rule(self.rule))
-
-    def _parts(self) -> tuple[object, ...]:
+    def invocation(self) -> tuple[object, ...]:
+        """What identifies the invocation: models, prompt, budget, configuration, rule."""
         return (self.target, self.drafter, self.prompt, self.n, self.cfg, self.rule)
 
-    def _snapshot(self) -> object:
-        rec = self.rec
-        return (self._parts(), tuple(self.tokens), self.done, rec.time, tuple(rec.trace),
-                tuple(rec.stats.items()), tuple(rec.first.items()), self._phase, self.start,
-                self.context, tuple(self.drafts), tuple(self.draft_rows),
-                tuple(self.target_rows), self._trace_key.state())
-
-    def _restore(self, snapshot: object) -> bool:
-        (parts, tokens, done, time, trace, stats, first, phase, start, context, drafts,
-         draft_rows, target_rows, trace_key) = cast(_Snapshot, snapshot)
-        if not same_parts(parts, self._parts()):
-            return False
-        rec = self.rec
-        self.tokens[:] = tokens
-        self.done = done
-        rec.time = time
-        rec.trace[:] = trace
-        rec.stats.update(stats)
-        rec.first.update(first)
-        self._phase = phase
-        self.start, self.context = start, context
-        self.drafts, self.draft_rows = list(drafts), list(draft_rows)
-        self.target_rows = target_rows
-        self._trace_key.set_state(trace_key)
-        return True
+    def checkpointing(self) -> Checkpointing:
+        """How the exact checker may treat the run (`dsi_ref.base.exact_hooks.Checkpointing`):
+        `SIRun`'s own code keeps in its merge states neither the history unless it returns it
+        (``record``) nor the clock unless it returns the time (``keep_time``: its future
+        depends on the clock through nothing else, and its draws' keys do not hold it), nor
+        the rows it derives from the tokens; a subclass that overrides a method keeps them all.
+        A built-in rule keeps nothing; another rule's attributes are read as data."""
+        own = type(self).own_code
+        if not stateless_rule(self.rule):
+            return Checkpointing(own=own, resumable=False, history=self.cfg.record or not own,
+                                 absolute_time=not (own and not self.cfg.keep_time),
+                                 derived=not own, data_parts=(self.rule,))
+        return _CHECKPOINTING[own, self.cfg.record, self.cfg.keep_time]
 
     # -- the seams: models, clock and trace ----------------------------------------------------
     def model_rows(self, model: ModelName, context: tuple[int, ...], count: int) -> Rows:
@@ -502,12 +439,28 @@ class SIRun:
                 context: tuple[int, ...], count: int) -> Rows:
         """One forward of ``model`` (`model_rows`), put on the clock and the trace."""
         rows = self.model_rows(model, context, count)
-        self.rec.forward(model, kind, positions, self.rng)
+        self.advance(model, kind, positions)
         return rows
+
+    def advance(self, model: ModelName, kind: str, positions: tuple[int, ...]) -> None:
+        """Advance the clock by one forward of ``model`` (TTFT for its first, TPOT after) and
+        record it on the trace."""
+        latency = self.cfg.latency
+        if self._laws[0] is not latency:
+            self._laws = (latency, cost_laws(latency))
+        first = self.first[model]
+        cost = forward_cost(self._laws[1], model, first, self.rng)
+        if first:
+            self.first[model] = False
+        end = self.time + cost
+        if self.cfg.record:
+            self.trace.append(Event(model, kind, self.time, end, positions, ""))
+        self.time = end
 
     def record_commit(self, positions: tuple[int, ...], note: str) -> None:
         """Mark a commit on the trace (``note``: the decision's kind)."""
-        self.rec.commit(positions, note)
+        if self.cfg.record:
+            self.trace.append(Event("committer", "commit", self.time, self.time, positions, note))
 
     def counters(self) -> dict[str, int]:
         """The run's counters (`STATS`, or `NON_SI_STATS` without a drafter)."""
@@ -517,23 +470,15 @@ class SIRun:
         """The finished `Run`: tokens, the time of the last event, the trace, the counters
         (a lean run: no trace, no counters, and NaN for the time unless ``keep_time``)."""
         if not self.cfg.record:
-            return Run(tuple(self.tokens), self.rec.time if self.cfg.keep_time else math.nan)
-        return Run(tuple(self.tokens), self.rec.time, tuple(self.rec.trace), self.counters())
+            return Run(tuple(self.tokens), self.time if self.cfg.keep_time else math.nan)
+        return Run(tuple(self.tokens), self.time, tuple(self.trace), self.counters())
 
 
-#: The parts an `SIRun` is built on (`SIRun.own_state`).
-_FIXED = ("target", "drafter", "prompt", "n", "rng", "cfg", "eos", "rule", "lookahead",
-          "stat_names", "readers")
-#: What `SIRun.state` accounts for besides the fixed parts (``_phase``: where a resuming run is
-#: inside an iteration, always the start at a merge point).
-_ACCOUNTED = frozenset(_FIXED) | {"rec", "tokens", "stats", "done", "_fixed", "_phase",
-                                     "_trace_key"}
-#: The per-iteration scratch that `SIRun.iterate` resets before any step.
-_SCRATCH = frozenset({"start", "context", "drafts", "draft_rows", "target_rows"})
-#: Per class, the attribute names `SIRun.own_state` need not read.
-_SKIP: dict[type, frozenset[str]] = {}
-#: Those of `SIRun` itself.
-_SKIP_OWN = _ACCOUNTED | _SCRATCH
+#: `SIRun.checkpointing` with a built-in rule, by ``(own code, record, keep_time)``.
+_CHECKPOINTING = {(own, record, keep): Checkpointing(
+    own=own, resumable=own, history=record or not own, absolute_time=not (own and not keep),
+    derived=not own) for own in (True, False) for record in (True, False)
+    for keep in (True, False)}
 
 
 def speculative(target: LanguageModel, drafter: LanguageModel, prompt: Sequence[int],

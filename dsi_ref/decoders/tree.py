@@ -73,12 +73,13 @@ from fractions import Fraction
 from typing import Literal, NamedTuple, TypeAlias
 
 from ..base.errors import InvalidParameterError, NumericalError
+from ..base.exact_hooks import exact_hooks
 from ..base.latency import Latency
 from ..base.models import LanguageModel, Number, Prefix, sequential_sum
 from ..base.randomness import Randomness
 from ..base.result import Run
 from ..base.validate import check_int
-from .common import Recorder, check_inputs, merge_hint, model_reader
+from .common import Recorder, check_inputs, model_reader
 from .verification import argmax, path_weight, stop_weight, weighted_residual
 
 __all__ = ["STATS", "TREE_RULES", "TREE_VERIFY_RULES", "EagleTopK", "GreedyTree",
@@ -549,11 +550,11 @@ class TreeRun:
 
     def run(self) -> Run:
         """Iterate until ``N`` tokens or EOS are committed."""
-        hint = merge_hint(self.rng)
+        hooks = exact_hooks(self.rng)  # a free-form merge point at each iteration's start
         while len(self.tokens) < self.n and not self.done:
-            if hint:
-                hint(self.state(), entry=self.stats["iterations"] == 0,
-                     committed=tuple(self.tokens))
+            if hooks is not None:
+                hooks.merge_point(self.state(), entry=self.stats["iterations"] == 0,
+                                  committed=tuple(self.tokens))
             self.iterate()
         return self.rec.result(self.tokens)
 

@@ -11,7 +11,7 @@ snapshot and restore; step-wise runs are read generically, `dsi_ref.audit.exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol, TypeAlias, TypeVar
@@ -162,16 +162,15 @@ class StepSnapshot:
 class _Stepping:
     """What a `Replay` keeps about one step-wise run, from its `ExactHooks.enter` on."""
 
-    __slots__ = ("built", "checkpointing", "cls", "history", "invocation", "layout", "plain",
+    __slots__ = ("checkpointing", "cls", "history", "invocation", "layout", "plain",
                  "read", "states")
 
     def __init__(self, cls: type, checkpointing: Checkpointing, layout: Layout,
-                 built: Mapping[str, object], plain: bool, invocation: tuple[object, ...],
+                 plain: bool, invocation: tuple[object, ...],
                  read: Reader, states: States) -> None:
         self.cls = cls
         self.checkpointing = checkpointing
         self.layout = layout
-        self.built = built
         #: the run's own code, a rule without state, nothing added: no `States.extras`
         self.plain = plain
         self.invocation = invocation
@@ -408,14 +407,16 @@ class Replay(ExactHooks):
         """A step-wise run's invocation starts: restore the snapshot this run jumps to, when it
         is one of this invocation (`dsi_ref.base.exact_hooks.ExactHooks.enter`)."""
         states = self.engine.states
-        layout = states.layout(type(run))
+        cls = type(run)
+        layout, read = states.entry(cls, checkpointing)
         built = run.built_on()
         # whatever a subclass added beside the fields and the parts (run's own code adds
         # nothing later: only code the run does not own, or a rule with state, needs a look at
         # every merge point)
         plain = states.plain(run, layout, built, checkpointing)
-        stepping = _Stepping(type(run), checkpointing, layout, built, plain, run.invocation(),
-                             states.reader(type(run), checkpointing), states)
+        # (it keeps no reference to the parts: one of them is this `Replay`, and a cycle would
+        # leave every `Replay` of the exploration to the garbage collector)
+        stepping = _Stepping(cls, checkpointing, layout, plain, run.invocation(), read, states)
         # kept by the run's id, not the run: the run holds this `Replay` (its rng), and a cycle
         # would keep every run of the exploration alive until a full collection
         self.stepping[id(run)] = stepping
@@ -435,7 +436,7 @@ class Replay(ExactHooks):
         checkpointing = stepping.checkpointing
         state: Hashable = stepping.read(run, None, stepping.ids)
         if not stepping.plain:
-            state = (state, self.engine.states.extras(run, layout, stepping.built,
+            state = (state, self.engine.states.extras(run, layout, run.built_on(),
                                                       checkpointing))
         self._merge(state, committed,
                     (lambda: self._snapshot(run, stepping)) if checkpointing.resumable else None)

@@ -25,6 +25,7 @@ import math
 import operator
 import struct
 import types
+from collections import abc
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from enum import Enum
@@ -89,7 +90,7 @@ def _shape(hint: object) -> _Shape:
             inner = _shape(members[0])
             return _Shape(inner.kind, optional, inner.types, inner.item)
         return _Shape("value", optional)
-    if origin is list:
+    if origin is list or origin is abc.Sequence:  # a sequence is copied and read as a list is
         return _Shape("list", item=_shape(args[0]) if args else _VALUE)
     if origin is dict:
         return _Shape("dict")
@@ -208,6 +209,9 @@ class Layout:
         self.cls = cls
         self.fields = _fields_of(cls)
         self.names = frozenset(f.name for f in self.fields)
+        #: the class declares slots beyond its fields (a subclass's attributes outside
+        #: ``__dict__``)
+        self.slotted = any(n not in self.names for n in _slot_names(cls))
         self.committed = next((f.name for f in self.fields if f.role == "committed"), None)
         self.history = tuple(f.name for f in self.fields
                              if f.role == "history" and f.shape.kind == "list")
@@ -245,7 +249,7 @@ class States:
     def __init__(self) -> None:
         self.layouts: dict[type, Layout] = {}
         self.readers: dict[tuple[type, bool, bool, bool, bool], Reader] = {}
-        self.plain_names: dict[tuple[type, tuple[str, ...]], frozenset[str]] = {}
+        self.entries: dict[tuple[type, bool, bool, bool, bool], tuple[Layout, Reader]] = {}
         #: ``(id of a list's prefix, next item) -> id of the longer prefix``; 0 is the empty list
         self.prefixes: dict[tuple[int, object], int] = {}
 
@@ -254,15 +258,6 @@ class States:
         known = self.layouts.get(cls)
         if known is None:
             known = self.layouts[cls] = Layout(cls)
-        return known
-
-    def attributes(self, layout: Layout, built: Mapping[str, object]) -> frozenset[str]:
-        """The attributes of a run that holds its fields and the parts ``built`` and nothing
-        else (kept per class and set of parts: every run of a class has the same)."""
-        key = (layout.cls, tuple(built))
-        known = self.plain_names.get(key)
-        if known is None:
-            known = self.plain_names[key] = layout.names | frozenset(built)
         return known
 
     def prefix_id(self, items: Sequence[object], start: tuple[int, int]) -> tuple[int, int]:
@@ -294,6 +289,17 @@ class States:
                 generator.reader(cls)))
         return known
 
+    def entry(self, cls: type, checkpointing: Checkpointing) -> tuple[Layout, Reader]:
+        """The `Layout` of ``cls`` and its `reader` under ``checkpointing`` (what
+        `dsi_ref.audit.exact.replay.Replay.enter` needs at every invocation, kept per class and
+        view)."""
+        key = (cls, checkpointing.own, checkpointing.history, checkpointing.absolute_time,
+               checkpointing.derived)
+        known = self.entries.get(key)
+        if known is None:
+            known = self.entries[key] = (self.layout(cls), self.reader(cls, checkpointing))
+        return known
+
     def plain(self, run: StepRun, layout: Layout, built: Mapping[str, object],
               checkpointing: Checkpointing) -> bool:
         """Whether a merge state of ``run`` is its fields alone (no `extras`): its own code, no
@@ -301,9 +307,16 @@ class States:
         rebound since the run was built (code outside the run may have set one before it
         started). The run's own code adds and rebinds nothing, so this holds for the whole
         invocation when it holds at its entry."""
-        return (checkpointing.own and not checkpointing.data_parts
-                and getattr(run, "__dict__", {}).keys() == self.attributes(layout, built)
-                and not _changed(run, built))
+        if not checkpointing.own or checkpointing.data_parts or layout.slotted:
+            return False
+        attributes = getattr(run, "__dict__", None)
+        if attributes is None or len(attributes) != len(layout.names) + len(built):
+            return False
+        # its attributes are the fields and the parts (set operations and an identity check
+        # per part, in C: this runs once per invocation)
+        keys = attributes.keys()
+        return (keys >= layout.names and keys >= built.keys()
+                and all(map(operator.is_, map(attributes.get, built), built.values())))
 
     def merge_state(self, run: StepRun, checkpointing: Checkpointing) -> Hashable:
         """The state a merge point of ``run`` offers under ``checkpointing`` now: what the

@@ -5,7 +5,7 @@ equivalent mutants, variations that look like bugs but keep the output law.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -60,9 +60,6 @@ class _StaleTargetProbs(SIRun):
         if not (every_accepted or self.done):  # rejected at position len(tokens) - 1
             self.stale = self.target_rows[len(self.tokens) - start]
         return every_accepted
-
-    def state(self) -> Hashable:
-        return (super().state(), self.stale)
 
 
 class _NoBonus(SIRun):

@@ -12,19 +12,20 @@ from __future__ import annotations
 from typing import cast
 
 from ...base.randomness import Randomness
-from ...base.result import Run
-from ...decoders.speculative import STATS, ModelName, Rows, SIRun, SpeculativeConfig
+from ...base.result import Event, Run
+from ...decoders.speculative import ModelName, Rows, SIRun, SpeculativeConfig
 from ..torch.session import SessionLike
 from .vectorised import vectorised_rule
-from .wallclock import Clock, EngineModels, WallClockRecorder
+from .wallclock import Clock, EngineModels
 
 __all__ = ["WallClockSI"]
 
 
 class WallClockSI(SIRun):
     """`SIRun` with real forwards: cached sessions for the models, wall-clock seconds for the
-    clock (`WallClockRecorder`, from `run`; the sessions are prefilled before), the vectorised
-    rule. Without a drafter (``si=False``): non-SI."""
+    clock (a `Clock` started by `run`; the sessions are prefilled before): a forward spans its
+    start to its end, a commit is a mark at the moment it is recorded; the vectorised rule.
+    Without a drafter (``si=False``): non-SI."""
 
     def __init__(self, models: EngineModels, prompt: tuple[int, ...], max_new_tokens: int,
                  rng: Randomness, config: SpeculativeConfig, si: bool) -> None:
@@ -32,6 +33,7 @@ class WallClockSI(SIRun):
                          rng, config)
         self.rule = vectorised_rule(config.verify)
         self.device = models.device
+        self.wall: Clock  # the wall clock, started by `run`
         self.sessions: dict[ModelName, SessionLike] = {"target": models.target_session}
         if si:
             self.sessions["drafter"] = models.drafter_session
@@ -42,18 +44,24 @@ class WallClockSI(SIRun):
 
     def forward(self, model: ModelName, kind: str, positions: tuple[int, ...],
                 context: tuple[int, ...], count: int) -> Rows:
-        """`SIRun.forward`, its span starting now."""
-        assert isinstance(self.rec, WallClockRecorder)
-        self.rec.began = self.rec.clock()
-        return super().forward(model, kind, positions, context, count)
+        """`SIRun.forward` on the wall clock: the trace's span is the forward's."""
+        began = self.wall()
+        rows = self.model_rows(model, context, count)
+        end = self.wall()
+        self.trace.append(Event(model, kind, began, end, positions, ""))
+        self.time = end
+        return rows
+
+    def record_commit(self, positions: tuple[int, ...], note: str) -> None:
+        """Mark a commit now."""
+        now = self.wall()
+        self.trace.append(Event("committer", "commit", now, now, positions, note))
 
     def run(self) -> Run:
         """`SIRun.run` on the wall clock (started now)."""
-        self.rec = WallClockRecorder(Clock(self.device), STATS)
-        self.stats = self.rec.stats
+        self.wall = Clock(self.device)
         return super().run()
 
     def result(self) -> Run:
         """The finished `Run`: its time the clock's now (seconds)."""
-        assert isinstance(self.rec, WallClockRecorder)
-        return Run(tuple(self.tokens), self.rec.clock(), tuple(self.rec.trace), self.counters())
+        return Run(tuple(self.tokens), self.wall(), tuple(self.trace), self.counters())
