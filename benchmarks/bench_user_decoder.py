@@ -35,6 +35,8 @@ from fractions import Fraction
 from typing import Any
 
 import dsi_ref as dr
+from dsi_ref.audit.exact.state import States
+from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, ForwardedHooks, StepRun
 from dsi_ref.decoders.speculative import SIRun, SpeculativeConfig
 
 CASES: tuple[tuple[int, int, int], ...] = (  # (V, N, lookahead)
@@ -69,11 +71,13 @@ class Hidden:
         return self.rng.choose(options, key)
 
 
-class Budgeted(Hidden):
-    """`Hidden`, with the hint forwarded: the same decoder, written with ``merge_point``."""
+class Budgeted(Hidden, ForwardedHooks):
+    """`Hidden`, with the checker's offer forwarded (`ForwardedHooks`): the same decoder, with
+    its merge points."""
 
-    def merge_point(self, state: Any, **kwargs: Any) -> None:
-        self.rng.merge_point(state, **kwargs)
+    def __init__(self, rng: Any, deadline: float, counter: list[int]) -> None:
+        Hidden.__init__(self, rng, deadline, counter)
+        ForwardedHooks.__init__(self, rng)
 
 
 class MyVerifier(SIRun):
@@ -138,6 +142,7 @@ class Counter:
     def __init__(self, program: Callable[[Any], object]) -> None:
         self.program = program
         self.memo: dict[Any, int] = {}
+        self.states = States()  # one table for the history ids of every run's merge states
 
     def paths(self, prefix: tuple[int, ...] = ()) -> int:
         """The complete paths below the node reached by replaying ``prefix``."""
@@ -155,11 +160,17 @@ class Counter:
         return total
 
 
-class _CountingReplay:
+class _CountingReplay(ExactHooks):
+    """A replay that offers merge points (`ExactHooks`) without resuming: a step-wise run's
+    merge state is read as the checker reads it (`States.merge_state`)."""
+
+    resumes = False
+
     def __init__(self, counter: Counter, prefix: tuple[int, ...]) -> None:
         self.counter, self.prefix, self.depth = counter, prefix, 0
         self.options = 0  # branching at the first new choice (0: the run ended)
         self.state: Any = None  # the last merge state passed after the prefix
+        self.checkpointing: Checkpointing | None = None
 
     def _pick(self, options: int) -> int:
         if self.depth < len(self.prefix):
@@ -186,6 +197,19 @@ class _CountingReplay:
             self.state = state
             raise _Merged
         self.state = state
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        pass  # no resuming: every path is replayed from its start
+
+    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+        self.checkpointing = checkpointing
+
+    def merge(self, run: StepRun) -> None:
+        assert self.checkpointing is not None
+        self.merge_point((type(run), self.counter.states.merge_state(run, self.checkpointing)))
+
+    def pause(self, run: StepRun) -> None:
+        pass
 
 
 def count_paths(vocab: int, n_tokens: int, lookahead: int) -> int:

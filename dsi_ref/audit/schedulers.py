@@ -62,13 +62,13 @@ search tries to refute them, docs/dsi-walkthrough.md explains them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal, TypeVar
 
 from ..base.errors import InvalidParameterError, PathLimitError, ScheduleDependenceError
-from ..base.exact_hooks import Checkpointing, ExactHooks, StepRun, exact_hooks
+from ..base.exact_hooks import ExactHooks, ForwardedHooks, exact_hooks
 from ..base.latency import Latency
 from ..base.models import LanguageModel
 from ..base.randomness import Key
@@ -144,40 +144,14 @@ class _UniformTies:
         return getattr(self._rng, name)
 
 
-class _UniformTiesHooks(_UniformTies, ExactHooks):
-    """`_UniformTies` of the exact checker: it is the checker's offer too
-    (`dsi_ref.base.exact_hooks.exact_hooks`), forwarded, so that a decoder under uniform ties
-    merges and resumes as it does under the checker itself (the wrapper keeps no state)."""
+class _UniformTiesHooks(_UniformTies, ForwardedHooks):
+    """`_UniformTies` of the exact checker: it is the checker's offer too, forwarded
+    (`dsi_ref.base.exact_hooks.ForwardedHooks`), so that a decoder under uniform ties merges and
+    resumes as it does under the checker itself (the wrapper keeps no state)."""
 
     def __init__(self, rng: ExactHooks) -> None:
-        super().__init__(rng)
-        self.resumes = rng.resumes
-        self.keyed_choices = rng.keyed_choices
-        self._hooks = rng
-
-    def merge_point(self, state: Hashable, *, entry: bool = False,
-                    committed: tuple[int, ...] | None = None,
-                    snapshot: Callable[[], object] | None = None,
-                    restore: Callable[[object], bool] | None = None) -> None:
-        """The checker's free-form merge point (`ExactHooks.merge_point`)."""
-        self._hooks.merge_point(state, entry=entry, committed=committed, snapshot=snapshot,
-                                restore=restore)
-
-    def resume_point(self, snapshot: Callable[[], object]) -> None:
-        """The checker's free-form resume point (`ExactHooks.resume_point`)."""
-        self._hooks.resume_point(snapshot)
-
-    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
-        """The checker's `ExactHooks.enter`."""
-        self._hooks.enter(run, checkpointing)
-
-    def merge(self, run: StepRun) -> None:
-        """The checker's `ExactHooks.merge`."""
-        self._hooks.merge(run)
-
-    def pause(self, run: StepRun) -> None:
-        """The checker's `ExactHooks.pause`."""
-        self._hooks.pause(run)
+        _UniformTies.__init__(self, rng)
+        ForwardedHooks.__init__(self, rng)
 
 
 def _uniform_ties(rng: Any) -> _UniformTies:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Final, Literal, NamedTuple, Protocol
 
 __all__ = ["CLOCK", "COMMITTED", "DERIVED", "HISTORY", "INSTANT", "Checkpointing", "ExactHooks",
-           "Role", "StepRun", "exact_hooks", "role"]
+           "ForwardedHooks", "Role", "StepRun", "exact_hooks", "role"]
 
 #: What a state field is to the merge state (the ``"role"`` of its dataclass field's metadata;
 #: a field without one is plain state, always read).
@@ -154,6 +154,43 @@ class ExactHooks(ABC):
     @abstractmethod
     def pause(self, run: StepRun) -> None:
         """A resume point of a resumable step-wise run: a snapshot, without merging."""
+
+
+class ForwardedHooks(ExactHooks):
+    """The checker's offer passed on by a wrapper of its ``rng`` (one that changes how ties are
+    broken, counts draws or enforces a budget): every method forwards to ``hooks``, so a decoder
+    run through the wrapper merges and resumes as it does under the checker itself. A wrapper
+    subclasses it (and forwards the draws it does not change) when `exact_hooks` finds the
+    checker behind it; the wrapper must keep no state that changes the run."""
+
+    def __init__(self, hooks: ExactHooks) -> None:
+        self.hooks = hooks
+        self.resumes = hooks.resumes
+        self.keyed_choices = hooks.keyed_choices
+
+    def merge_point(self, state: Hashable, *, entry: bool = False,
+                    committed: tuple[int, ...] | None = None,
+                    snapshot: Callable[[], object] | None = None,
+                    restore: Callable[[object], bool] | None = None) -> None:
+        """The checker's free-form merge point (`ExactHooks.merge_point`)."""
+        self.hooks.merge_point(state, entry=entry, committed=committed, snapshot=snapshot,
+                               restore=restore)
+
+    def resume_point(self, snapshot: Callable[[], object]) -> None:
+        """The checker's free-form resume point (`ExactHooks.resume_point`)."""
+        self.hooks.resume_point(snapshot)
+
+    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
+        """The checker's `ExactHooks.enter`."""
+        self.hooks.enter(run, checkpointing)
+
+    def merge(self, run: StepRun) -> None:
+        """The checker's `ExactHooks.merge`."""
+        self.hooks.merge(run)
+
+    def pause(self, run: StepRun) -> None:
+        """The checker's `ExactHooks.pause`."""
+        self.hooks.pause(run)
 
 
 def exact_hooks(rng: object) -> ExactHooks | None:
