@@ -15,7 +15,7 @@ import numpy as np
 
 from ...base.latency import Time
 from ...base.randomness import Randomness
-from ...base.result import Event, Run
+from ...base.result import Run
 from ...decoders.dsi import DraftForward, DSIConfig, DSIRun, Task
 from .pool import Done, Failed, Job, Report, ServerPool
 from .vectorised import vectorised_rule
@@ -72,15 +72,11 @@ class WallClockDSI(DSIRun):
         super().preempt(task, why)
 
     def finish_rows(self, task: Task, rows: np.ndarray) -> None:
-        """`DSIRun.finish_task` with the rows the server computed."""
-        self.release(task)
-        self.trace.append(Event(f"target-{task.server}", "forward" if task.frontier else "verify",
-                                task.start if task.start is not None else self.now, self.now,
-                                tuple(range(task.first, task.last + 1)), task.label))
-        for position in range(max(task.first, self.frontier), task.last + 1):
-            self.supplied[position] = rows[position - task.first]
-        self.commit_ready(task)
-        self.dispatch()
+        """`DSIRun.deliver_rows` with the rows the server computed, at the positions of the task
+        not decided yet (`DSIRun.target_rows`'s positions)."""
+        self.deliver_rows(task, {position: rows[position - task.first]
+                                 for position in range(max(task.first, self.frontier),
+                                                       task.last + 1)})
 
     def deliver(self, block: bool) -> None:
         """Handle every report ready (waiting for one first when ``block``)."""
