@@ -96,28 +96,31 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     work = _work()
-    base = {name: _time(fn, args.repeats) for name, fn in work.items()}
     names = list(work)
-    print(f"{'cache turned off':<46}" + "".join(f"{n:>20}" for n in names))
-    print(f"{'(none: CPU s with every cache on)':<46}"
-          + "".join(f"{base[n][0]:>19.3f}s" for n in names), flush=True)
+    for fn in work.values():  # warm every cache and import once before anything is timed
+        fn()
+    base = {name: _time(fn, 1)[1] for name, fn in work.items()}
+    print(f"{'cache turned off (CPU s off / on, each pair timed':<50}"
+          + "".join(f"{n:>20}" for n in names))
+    print(f"{'one right after the other)':<50}")
     for module_name, attr in CACHES:
         module = importlib.import_module(module_name)
         saved = getattr(module, attr)
-        setattr(module, attr, _NoList() if isinstance(saved, list) else _NoDict())
-        try:
-            cells = []
-            for name in names:
-                if ONLY.get(name, attr) != attr:
-                    cells.append(f"{'-':>20}")
-                    continue
-                took, result = _time(work[name], args.repeats)
-                if result != base[name][1]:
-                    raise SystemExit(f"{attr} off changed the result of {name}")
-                cells.append(f"{took / base[name][0]:>19.2f}x")
-        finally:
-            setattr(module, attr, saved)
-        print(f"{module_name.removeprefix('dsi_ref.') + '.' + attr:<46}" + "".join(cells),
+        cells = []
+        for name in names:
+            if ONLY.get(name, attr) != attr:
+                cells.append(f"{'-':>20}")
+                continue
+            on, _ = _time(work[name], args.repeats)
+            setattr(module, attr, _NoList() if isinstance(saved, list) else _NoDict())
+            try:
+                off, result = _time(work[name], args.repeats)
+            finally:
+                setattr(module, attr, saved)
+            if result != base[name]:
+                raise SystemExit(f"{attr} off changed the result of {name}")
+            cells.append(f"{f'{off:.3f}/{on:.3f} = {off / on:.2f}x':>20}")
+        print(f"{module_name.removeprefix('dsi_ref.') + '.' + attr:<50}" + "".join(cells),
               flush=True)
 
 
