@@ -22,11 +22,12 @@ from fractions import Fraction as F
 from typing import Any, Literal, cast
 
 import pytest
+from recording_hooks import RecordingHooks
 
 import dsi_ref as dr
 from dsi_ref.audit.exact.state import Layout, NoMerge, States, fingerprint
 from dsi_ref.base.errors import InvalidParameterError
-from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, StepRun
+from dsi_ref.base.exact_hooks import Checkpointing, StepRun
 from dsi_ref.base.latency import Latency
 from dsi_ref.base.models import Number
 from dsi_ref.base.result import Event, Run
@@ -233,7 +234,7 @@ def test_a_rejection_drops_the_rows_built_on_the_rejected_draft() -> None:
     preempted by that rejection."""
     lat = Latency(drafter=F(1, 10), target=F(1))
     rule = _Logged()
-    rng = _Hints(0)
+    rng = RecordingHooks(0)
     run = _run(MIXED, 3, rng, DSIConfig(2, 2, lat, verify=rule))
     assert run == Run((1, 1, 1), F(11, 5), (
         _draft(0, F(0), F(1, 10)),
@@ -888,38 +889,6 @@ def test_a_bonus_is_decided_on_the_committed_prefix_without_a_draft() -> None:
 # -- the merge state -----------------------------------------------------------------------------
 
 
-class _Hints(dr.Sampler, ExactHooks):
-    """A sampler that is the exact checker's offer too (`ExactHooks`) and records what a run
-    gives it: the `Checkpointing` of each invocation it enters, and at each merge point the
-    merge state the checker reads (`States.merge_state`, one table for the whole run: equal
-    traces get equal ids) with the committed tokens it forgets dead keys by."""
-
-    def __init__(self, seed: int, **kwargs: Any) -> None:
-        super().__init__(seed, **kwargs)
-        self.states = States()
-        self.entered: list[Checkpointing] = []
-        self.hints: list[tuple[Hashable, tuple[int, ...]]] = []
-
-    def merge_point(self, state: Hashable, *, entry: bool = False,
-                    committed: tuple[int, ...] | None = None,
-                    snapshot: Callable[[], object] | None = None,
-                    restore: Callable[[object], bool] | None = None) -> None:
-        raise AssertionError("a step-wise run offers no free-form merge point")
-
-    def resume_point(self, snapshot: Callable[[], object]) -> None:
-        raise AssertionError("a step-wise run offers no free-form resume point")
-
-    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
-        self.entered.append(checkpointing)
-
-    def merge(self, run: StepRun) -> None:
-        committed = self.states.layout(type(run)).committed
-        assert committed is not None
-        self.hints.append((self.states.merge_state(run, self.entered[-1]),
-                           tuple(getattr(run, committed))))
-
-    def pause(self, run: StepRun) -> None:
-        raise AssertionError("a run under a checker that does not resume offers no resume point")
 
 
 def _kept(checkpointing: Checkpointing) -> tuple[str, ...]:
@@ -979,8 +948,8 @@ def test_the_fields_and_their_roles() -> None:
                            "resuming")
 
 
-def _g_last(record: bool, cls: type[DSIRun] = DSIRun) -> tuple[DSIRun, _Hints]:
-    rng = _Hints(0, scheduler="last")
+def _g_last(record: bool, cls: type[DSIRun] = DSIRun) -> tuple[DSIRun, RecordingHooks]:
+    rng = RecordingHooks(0, scheduler="last")
     run = cls(TARGET, AGREES, (), 2, rng, DSIConfig(1, 2, UNIT, record=record))
     run.run()
     return run, rng
@@ -1203,7 +1172,7 @@ def test_a_rebound_part_is_not_named() -> None:
 
 
 def test_the_first_merge_point_is_the_state_after_the_start() -> None:
-    rng = _Hints(0)
+    rng = RecordingHooks(0)
     run = DSIRun(TARGET, AGREES, (), 3, rng, DSIConfig(2, 2, LAT))
     run.run()
     other = DSIRun(TARGET, AGREES, (), 3, dr.Sampler(0), DSIConfig(2, 2, LAT))
@@ -1217,8 +1186,8 @@ def test_the_first_merge_point_is_the_state_after_the_start() -> None:
         ((), F(0)), ((), F(1, 2)), ((), F(3, 5)), ((), F(7, 10)), ((1,), F(3))]
 
 
-class _Resuming(_Hints):
-    """`_Hints` of a checker that resumes: it records the step of each resume point too."""
+class _Resuming(RecordingHooks):
+    """`RecordingHooks` of a checker that resumes: it records the step of each resume point too."""
 
     resumes = True
 

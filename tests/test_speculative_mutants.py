@@ -9,16 +9,17 @@ Models with one-hot rows make every run deterministic, so a `Run` is compared wh
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from fractions import Fraction as F
 from typing import Any, cast
 
 import pytest
+from recording_hooks import RecordingHooks
 
 import dsi_ref as dr
 from dsi_ref.audit.exact.state import Layout, NoMerge, States, fingerprint
 from dsi_ref.base.errors import InvalidParameterError
-from dsi_ref.base.exact_hooks import Checkpointing, ExactHooks, StepRun
+from dsi_ref.base.exact_hooks import Checkpointing
 from dsi_ref.base.latency import Latency
 from dsi_ref.base.result import Event, Run
 from dsi_ref.decoders.speculative import (
@@ -345,40 +346,6 @@ def test_a_rebound_part_is_read_as_data() -> None:
     assert _states(a) == _states(b)
 
 
-class _Hints(dr.Sampler, ExactHooks):
-    """A sampler that is the exact checker's offer too (`ExactHooks`) and records what a run
-    gives it: the `Checkpointing` of each invocation it enters, and at each merge point the
-    merge state the checker reads (one `States` table for the whole run), the committed tokens
-    it forgets dead keys by, and whether the state is the fields alone (`States.plain`)."""
-
-    def __init__(self, seed: int) -> None:
-        super().__init__(seed)
-        self.states = States()
-        self.entered: list[Checkpointing] = []
-        self.hints: list[tuple[Hashable, tuple[int, ...]]] = []
-        self.plain: list[bool] = []
-
-    def merge_point(self, state: Hashable, *, entry: bool = False,
-                    committed: tuple[int, ...] | None = None,
-                    snapshot: Callable[[], object] | None = None,
-                    restore: Callable[[object], bool] | None = None) -> None:
-        raise AssertionError("a step-wise run offers no free-form merge point")
-
-    def resume_point(self, snapshot: Callable[[], object]) -> None:
-        raise AssertionError("a step-wise run offers no free-form resume point")
-
-    def enter(self, run: StepRun, checkpointing: Checkpointing) -> None:
-        self.entered.append(checkpointing)
-
-    def merge(self, run: StepRun) -> None:
-        checkpointing = run.checkpointing()
-        self.hints.append((self.states.merge_state(run, checkpointing),
-                           tuple(cast(SIRun, run).tokens)))
-        self.plain.append(self.states.plain(run, self.states.layout(type(run)),
-                                            run.built_on(), checkpointing))
-
-    def pause(self, run: StepRun) -> None:
-        raise AssertionError("a run under a checker that does not resume offers no resume point")
 
 
 def test_the_scratch_is_read_only_when_iterate_is_overridden() -> None:
@@ -396,7 +363,7 @@ def test_the_scratch_is_read_only_when_iterate_is_overridden() -> None:
 
     for cls, read in ((_Sub, False), (OwnStepRun, False), (OwnRun, False),
                       (OwnIterate, True)):
-        rng = _Hints(0)
+        rng = RecordingHooks(0)
         a, b = _fresh(cls, rng), _fresh(cls, rng)
         a.start, b.start = 0, 1
         a.drafts, b.drafts = [0], [1]
@@ -527,7 +494,7 @@ def test_a_merge_point_before_each_iteration_with_the_committed_tokens() -> None
     """The run enters once, then offers a merge point at the top of each iteration: the fields
     with the per-iteration ones reset and the step at the top of the loop, and the committed
     tokens."""
-    rng = _Hints(0)
+    rng = RecordingHooks(0)
     run = SIRun(TARGET, AGREES, (), 5, rng, SpeculativeConfig(2))
     run.run()
     assert rng.entered == [RECORDING] and rng.plain == [True, True]
@@ -565,7 +532,7 @@ def test_the_parts_are_what_init_set_and_read_only() -> None:
     """The parts a run is built on are what its ``__init__`` set: a model rebound after
     construction (here code, which has no fingerprint) is read as data, so those merge points
     merge nothing; the readers cannot be changed in place (a swapped reader would go unseen)."""
-    rng = _Hints(0)
+    rng = RecordingHooks(0)
     run = SIRun(TARGET, AGREES, (), 5, rng, SpeculativeConfig(2))
     with pytest.raises(TypeError):
         run.readers["drafter"] = run.readers["target"]  # type: ignore[index]
@@ -576,7 +543,7 @@ def test_the_parts_are_what_init_set_and_read_only() -> None:
     for state, _ in rng.hints:
         own, _parts = cast(tuple[Any, ...], state)[1]
         assert isinstance(own, NoMerge)
-    plain = _Hints(0)
+    plain = RecordingHooks(0)
     SIRun(TARGET, AGREES, (), 5, plain, SpeculativeConfig(2)).run()
     assert plain.plain == [True, True]
 
