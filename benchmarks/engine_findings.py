@@ -52,7 +52,7 @@ import torch
 import transformers
 from transformers.utils import logging
 
-from dsi_ref.audit.exact import Law
+from dsi_ref.audit.exact import Law, total_variation
 from dsi_ref.audit.laws import target_distribution
 from dsi_ref.audit.statistical import (
     POLICY_ALPHA,
@@ -62,6 +62,14 @@ from dsi_ref.audit.statistical import (
     achieved_power,
 )
 from dsi_ref.backends import harness
+from dsi_ref.backends.hf.assisted import accepts_zero_probability_draft
+from dsi_ref.backends.hf.ensemble import (
+    ENSEMBLE_CELLS,
+    ENSEMBLE_LOOKAHEAD,
+    audit_ensemble_cell,
+    ensemble_model_law,
+    ensemble_supported,
+)
 from dsi_ref.backends.hf.generators import (
     CELLS,
     FAST_CELLS,
@@ -119,8 +127,11 @@ class Row:
                                   self.tv)) + " |"
 
 
-def _row(what: str, report: StatisticalReport, epsilon: float) -> Row:
-    return Row(VERSION, what, f"**{report.verdict}**", f"{epsilon:.3g}", f"{report.alpha:.0e}",
+def _row(what: str, report: StatisticalReport, epsilon: float, exact: bool = False) -> Row:
+    """A table line; ``exact`` prints ``epsilon`` as the float itself (``repr`` round-trips), so
+    that a restatement reads back the ε that ran, not a 3-digit rounding of it."""
+    shown = repr(epsilon) if exact else f"{epsilon:.3g}"
+    return Row(VERSION, what, f"**{report.verdict}**", shown, f"{report.alpha:.0e}",
                f"{report.power:.6f}", str(report.n_samples), f"{report.statistic:.4g}",
                f"{report.empirical_tv:.4f}")
 
@@ -153,6 +164,36 @@ def usd_white_rows() -> list[str]:
     return lines
 
 
+#: What each ensemble row audits against, and the verdict it must give.
+ENSEMBLE_AGAINST = {"target": ("the target's law p", "lossy"),
+                    "model": ("dsi-ref's exact law of the rule", "lossless")}
+ENSEMBLE_HEADER = ("| transformers | cell | against | expected | verdict | power against | α | "
+                   "power | samples | G | exact TV(rule's law, p) |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def ensemble_rows() -> list[str]:
+    """Each ensemble cell (`dsi_ref.backends.hf.ensemble`) audited against the target's law and
+    against dsi-ref's exact law of the rule, with the exact TV between the two laws; empty on a
+    release without ``assistant_ensemble_weight``."""
+    if not ensemble_supported():
+        return []
+    lines = []
+    for cell in ENSEMBLE_CELLS:
+        tv = total_variation(ensemble_model_law(cell), reference_law(cell))
+        for against, (what, expected) in ENSEMBLE_AGAINST.items():
+            if against == "target" and tv == 0:
+                continue
+            report = audit_ensemble_cell(cell, against, epsilon=EPSILON)
+            power_against = ("the rule's exact law" if against == "target"
+                             else f"TV ≥ {EPSILON:g}")
+            lines.append(
+                f"| {VERSION} | {cell.name} | {what} | {expected} | **{report.verdict}** | "
+                f"{power_against} | {report.alpha:.0e} | {report.power:.6f} | "
+                f"{report.n_samples} | {report.statistic:.4g} | {tv} ({float(tv):.4f}) |")
+    return lines
+
+
 @dataclass
 class Results:
     """Everything on the page."""
@@ -162,6 +203,7 @@ class Results:
     usd_white: list[str]
     usd_first_token: list[Row]
     harness: list[Row]
+    ensemble: list[str] = dataclasses.field(default_factory=list)
 
 
 def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
@@ -192,9 +234,13 @@ def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
             check = usd_draft_check(cell, seeds=range(4))
             report = usd_first_token_audit(cell, check=check)
             first.append(_row(cell.name + ", first token", report,
-                              0.9 * float(check.first_token_tv)))
+                              0.9 * float(check.first_token_tv), exact=True))
+    ensemble: list[str] = []
+    if not fast:
+        step("ensemble verification")
+        ensemble = ensemble_rows()
     step("done")
-    return Results(greedy, sampled, white, first, harness_rows)
+    return Results(greedy, sampled, white, first, harness_rows, ensemble)
 
 
 HEADER = ("| transformers | cell | verdict | ε (TV) | α | power | samples | G | empirical TV |\n"
@@ -231,7 +277,34 @@ def _findings(res: Results) -> list[str]:
         out.append(f"1. No lossy cell among {len(rows)} at the stated power.")
     out.append("2. Lossless in every cell at the stated power: "
                + ", ".join(f"`{g}`" for g in clean) + ".")
+    if res.ensemble:
+        out.append(
+            "3. **Ensemble verification (`assistant_ensemble_weight`) is lossy, and exactly as "
+            "dsi-ref computes it.** Each ensemble cell is flagged against the target's law and "
+            "passes against dsi-ref's exact law of the rule (`dsi_ref.decoders.ensemble`): the "
+            "drafted positions follow v = w·p + (1 − w)·q, the bonus token p (table below; the "
+            "TV as a function of w is in docs/verifiers.md).")
+    fixed = not accepts_zero_probability_draft(VERSION)
+    out.append(
+        f"{4 if res.ensemble else 3}. **A draft of target probability 0 at a uniform of 0:** "
+        + ("never accepted: `_speculative_sampling` accepts with `r < p/q` (fixed in 5.25; "
+           "through 5.24 it accepted with `r <= p/q`, once in 2^24 drafted positions)."
+           if fixed else
+           "accepted (`r <= p/q`, with a float32 `r` that is 0 once in 2^24): below any "
+           "statistical budget, found by reading the code; fixed in 5.25.")
+        + " The white-box test is `tests/test_hf_assisted_audit.py`.")
     return out
+
+
+def ensemble_lines(text: str) -> list[str]:
+    """The ensemble rows of a section a full run wrote (kept by ``--from-page``)."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("### "):
+            inside = line.startswith("### Ensemble")
+        elif inside and line.startswith("| ") and not line.startswith("| transformers "):
+            lines.append(line)
+    return lines
 
 
 def rows_from_section(text: str) -> tuple[list[Row], list[Row], list[Row]]:
@@ -282,14 +355,18 @@ def _reference(row: Row) -> Law:
 
 def _epsilon(row: Row) -> float:
     """The ε the row's audit was stated against, or a lower bound on it: the cells and engines
-    are audited at `EPSILON`; a first-token confirmation at 9/10 of a TV the row prints to 3
-    significant digits, so the smallest value printed so (a power stated against every law at
-    TV >= that value holds for the smaller class of laws at TV >= the ε that ran)."""
+    are audited at `EPSILON`; a first-token confirmation at 9/10 of a TV. Runs since 5.25 print
+    that ε as the float that ran (15 or more significant digits: ``repr`` round-trips), read back
+    exactly; earlier runs printed it to 3 significant digits, read as the smallest value printed
+    so (a power stated against every law at TV >= that value holds for the smaller class of
+    laws at TV >= the ε that ran)."""
     if not row.what.endswith(FIRST_TOKEN):
         if row.epsilon != f"{EPSILON:.3g}":
             raise ValueError(f"{row.what}: audited at ε {row.epsilon}, not {EPSILON:.3g}")
         return EPSILON
     printed = Decimal(row.epsilon)
+    if len(printed.as_tuple().digits) >= 15:  # repr of the float that ran
+        return float(row.epsilon)
     return float(printed - Decimal(5).scaleb(printed.adjusted() - 3))
 
 
@@ -418,6 +495,18 @@ def render_section(res: Results, repro: tuple[str, str] | None, provenance: str 
         lines += ["Black-box confirmation on the first token, power 1 − 1e-9 against 9/10 of "
                   "the exact first-token TV (`usd_first_token_audit`):", "", HEADER,
                   *(r.markdown() for r in res.usd_first_token), ""]
+    if res.ensemble:
+        lines += [
+            f"### Ensemble verification (transformers {v})", "",
+            "`assistant_ensemble_weight = w` (static ensemble verification, DIVERSE, arXiv "
+            "2604.07622) on the `AssistedCandidateGenerator` cells' wiring "
+            f"(`num_assistant_tokens = {ENSEMBLE_LOOKAHEAD}`), audited twice: against the "
+            "target's law, with the power stated against dsi-ref's exact law of the rule "
+            "(`dsi_ref.decoders.ensemble`; it must be flagged), and against that exact law "
+            "(it must pass: transformers samples the law dsi-ref computes). The last column is "
+            "the exact TV between the two laws. Drafted positions follow v = w·p + (1 − w)·q, "
+            "the bonus token still follows p (docs/verifiers.md gives the TV as a function of "
+            "w).", "", ENSEMBLE_HEADER, *res.ensemble, ""]
     lines += [f"### Universal-SD reproducer (transformers {v})", ""]
     if repro is None:
         lines += ["(not run in this run: `--fast`)", ""]
@@ -655,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         stored = section_path(VERSION).read_text()
         res.sampled, res.usd_first_token, full = rows_from_section(stored)
         res.harness += full
+        res.ensemble = ensemble_lines(stored)
         found = re.findall(r"```text\n(.*?)\n```", stored, re.S)
         repro = (found[0], found[1]) if len(found) >= 2 else None
         kept = re.search(r"(The sampled rows\b.*? last full run[^.]*\.)", stored)

@@ -98,7 +98,7 @@ def findings(v: str, results: list[CellResult], probe: PointMass, crashes: list[
     greedy = [r.cell.name for r in results if r.cell.engine.mode == "draft"
               and r.cell.sampling.greedy]
     return [
-        f"1. **A draft model with sampling is lossy (new).** Every sampled draft-model cell is "
+        f"1. **A draft model with sampling is lossy.** Every sampled draft-model cell is "
         f"lossy ({len(lossy)} cells; TV to the target's law "
         f"{min(r.report.empirical_tv for r in lossy):.3f}-"  # type: ignore[union-attr]
         f"{max(r.report.empirical_tv for r in lossy):.3f}), and "  # type: ignore[union-attr]
@@ -110,7 +110,10 @@ def findings(v: str, results: list[CellResult], probe: PointMass, crashes: list[
         "drafter's probability of d over the target's probability of x (speculative sampling "
         "accepts with p(d)/q(d)); on a rejection the token kept at that position is drawn "
         "from the *next* position's row, which is conditioned on the rejected draft, not from "
-        "the residual max(0, p - q). Nothing ties the acceptance to p(d), so a token the "
+        "the residual max(0, p - q). The second part, a rejection handled one iteration late, "
+        "is reported upstream in openvino.genai#4190 (finding 7); the first, an acceptance "
+        "ratio that never reads p(d), is a candidate new finding, not confirmed as new. "
+        "Nothing ties the acceptance to p(d), so a token the "
         "target never emits is accepted whenever the drafter is confident. Read in "
         "openvino.genai's master of 2026-08 (the wheel's own commit is not in the public "
         "snapshot); the black box agrees (the reproducer below):",
@@ -134,7 +137,8 @@ def findings(v: str, results: list[CellResult], probe: PointMass, crashes: list[
         f"`assistant_confidence_threshold` 0.5 give G = "
         f"{', '.join(f'{g:.6g}' for g in same_g)} (one value for all five): at this length "
         "the draft length does not show in the audit.",
-        f"3. **A draft model with sampling crashes in `LLMPipeline`'s own scheduler (new).** "
+        f"3. **A draft model with sampling crashes in `LLMPipeline`'s own scheduler** "
+        "(reported upstream: openvino.genai#4190). "
         f"Without a `scheduler_config`, LLMPipeline turns on prefix caching, and "
         f"{default.crashes} of {default.requests} sampled requests raised "
         f"(`{default.label}`, a fresh pipeline after each crash): `{default.message[:200]}`. "
@@ -166,11 +170,19 @@ def findings(v: str, results: list[CellResult], probe: PointMass, crashes: list[
         "an EAGLE-3 draft converted with its own hidden-state layout, not built here), the "
         "NPU's stateful speculative pipelines (no NPU), the sampler's `min_p` with a draft "
         "model, and beam search.",
-        "7. **Upstream:** no issue or pull request of openvinotoolkit/openvino.genai reports "
-        "either finding (searched: speculative sampling acceptance ratio, validate_candidate, "
-        "the `content_length` check with a draft model); the acceptance test reads as quoted "
-        "since #1068 (2024-10), and #2331 (prompt lookup's exact-match rule, 2025-06) names "
-        "#1068 and the still open #1092 (\"Speculative sampling\") as its initial changes.",
+        "7. **Upstream:** openvinotoolkit/openvino.genai#4190 (open since 2026-07-20, "
+        "\"Speculative decoding (`draft_model()`) + non-greedy sampling: crash and silent "
+        "output corruption from a one-iteration-late rejection handler\") reports the crash "
+        "of finding 3 (the same `content_length` check in `Sequence::_make_hash`) and, with "
+        "prefix caching off, output corrupted by a rejection handled one iteration late: the "
+        "*next row* part of finding 1. No report found of the acceptance ratio q(d)/p(x), "
+        "which compares the draft's q(d) with the target's p of its own sample x and never "
+        "reads p(d) (searched: speculative sampling acceptance ratio, validate_candidate, "
+        "probability_ratio): a candidate new finding, unconfirmed as new. The ratio reads as "
+        "quoted since #1068 (merged 2024-10-28); #1092 (\"Speculative sampling\", which added "
+        "`get_p_prime`) was merged on 2024-10-29 as commit 5fcdf990 of that repository; "
+        "#2331 (prompt lookup's exact-match rule, 2025-06) names #1068 and #1092 as its "
+        "initial changes.",
     ]
 
 

@@ -35,6 +35,7 @@ from dsi_ref.backends.hf.adapter import AssistedSampler, HFLanguageModel, Proces
 from dsi_ref.backends.hf.assisted import (  # noqa: E402
     HFAuditConfig,
     _controlled,
+    accepts_zero_probability_draft,
     audit_hf_assisted,
     audit_own_decoders,
     hf_pair,
@@ -179,13 +180,14 @@ def test_hf_assisted_generation_on_random_weight_llamas_is_lossless() -> None:
 # -- a deviation below any statistical budget, found by reading HF's code -----------------------
 
 
-def test_hf_verification_accepts_a_zero_probability_draft_when_the_uniform_is_zero(
+def test_hf_verification_of_a_zero_probability_draft_at_a_zero_uniform_is_as_the_table_says(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """HF accepts a draft when ``r <= p/q`` with ``r = torch.rand_like(...)`` in float32, on a grid
-    of 2^-24 that includes 0; so a draft the target gives probability 0 is accepted with
-    probability 2^-24 (about 6e-8) per drafted position: the zoo's ``accept-wrong-side-at-ties``
-    bug (``u <= p/q``) at a fine grid. TV per position <= 2^-24, far below any statistical audit
-    (~1e15 samples); the correct test is ``r < p/q``."""
+    """Through 5.24 HF accepted a draft when ``r <= p/q`` with ``r = torch.rand_like(...)`` in
+    float32, on a grid of 2^-24 that includes 0; so a draft the target gives probability 0 was
+    accepted with probability 2^-24 (about 6e-8) per drafted position: the zoo's
+    ``accept-wrong-side-at-ties`` bug (``u <= p/q``) at a fine grid, TV per position <= 2^-24,
+    far below any statistical audit (~1e15 samples). 5.25 made the test strict (``r < p/q``).
+    The installed release must behave as `accepts_zero_probability_draft` says it does."""
     from transformers.generation import utils
 
     gen = torch.Generator().manual_seed(0)
@@ -196,4 +198,13 @@ def test_hf_verification_accepts_a_zero_probability_draft_when_the_uniform_is_ze
     candidate = torch.tensor([[4, 0]])
     monkeypatch.setattr(utils.torch, "rand_like", lambda t: torch.zeros_like(t))
     tokens, n_matches = utils._speculative_sampling(candidate, draft_logits, 1, target_logits)
-    assert int(n_matches) == 1 and int(tokens[0, 0]) == 0  # p(0) = 0, yet 0 is committed
+    accepted = int(n_matches) == 1 and int(tokens[0, 0]) == 0  # p(0) = 0, yet 0 committed
+    assert accepted == accepts_zero_probability_draft(transformers.__version__), VERSION
+    if not accepted:  # the fix: the position gets a token the target can produce
+        assert int(n_matches) == 0 and int(tokens[0, 0]) != 0
+
+
+def test_the_zero_probability_table_names_the_fixing_release() -> None:
+    assert [accepts_zero_probability_draft(v) for v in ("5.23.0", "5.24.0", "5.25.0", "5.26.1",
+                                                         "6.0.0", "5.25.0.dev0+cpu")] == [
+        True, True, False, False, False, False]

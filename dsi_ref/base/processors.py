@@ -18,7 +18,7 @@ were drawn from).
 
 **Order.** Hugging Face's ``generate`` builds its ``LogitsProcessorList`` in the order
 temperature, top-k, top-p, min-p (``GenerationMixin._get_logits_processor``, transformers 5.23
-and 5.24); that is `HF_ORDER`, the default. vLLM's V1 sampler applies min-p right after the
+to 5.25); that is `HF_ORDER`, the default. vLLM's V1 sampler applies min-p right after the
 temperature and before top-k/top-p (`VLLM_ORDER`). ``order=`` takes any permutation of the four
 step names.
 

@@ -10,6 +10,7 @@ the tests call these functions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,9 +40,11 @@ from ...decoders.speculative import speculative
 from .adapter import DTYPES, AssistedSampler, HFLanguageModel, Processing, to_hf
 
 __all__ = [
+    "ZERO_DRAFT_FIXED_IN",
     "ControlResult",
     "DtypeRow",
     "HFAuditConfig",
+    "accepts_zero_probability_draft",
     "audit_hf_assisted",
     "audit_own_decoders",
     "dtype_study",
@@ -51,6 +54,24 @@ __all__ = [
     "transformers_version",
     "wrap",
 ]
+
+#: The first transformers release whose ``_speculative_sampling`` accepts a draft with ``r < p/q``
+#: (a draft of target probability 0 is never accepted). Through 5.24 it accepted with
+#: ``r <= p/q``, and ``r = torch.rand_like(...)`` is 0 with probability 2^-24 (float32), so such a
+#: draft was committed with probability 2^-24 per drafted position; 5.25 made the test strict.
+ZERO_DRAFT_FIXED_IN = (5, 25)
+
+
+def accepts_zero_probability_draft(version: str) -> bool:
+    """Whether transformers ``version`` (``"5.24.0"``) accepts a draft the target gives
+    probability 0 when its float32 uniform is exactly 0 (the bug through 5.24; see
+    `ZERO_DRAFT_FIXED_IN`).
+
+    >>> accepts_zero_probability_draft("5.24.0"), accepts_zero_probability_draft("5.25.0")
+    (True, False)
+    """
+    release = tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:2])
+    return release < ZERO_DRAFT_FIXED_IN
 
 
 @contextmanager

@@ -80,6 +80,7 @@ __all__ = [
     "quiet_transformers",
     "reference_law",
     "run_matrix",
+    "toy_pair",
     "usd_draft_check",
     "usd_first_token_audit",
 ]
@@ -131,7 +132,8 @@ _VOCAB = 4
 _WORDS = ("a", "b", "c", "d")
 
 
-def _toys(target_seed: int = 3, drafter_seed: int = 4) -> tuple[TableLM, TableLM]:
+def toy_pair(target_seed: int = 3, drafter_seed: int = 4) -> tuple[TableLM, TableLM]:
+    """The matrix's (target, drafter): seeded bigram `TableLM`s over ``V = 4``, with zeros."""
     target = TableLM.random(_VOCAB, 1, seed=target_seed, name="hf-target")
     drafter = TableLM.random(_VOCAB, 1, seed=drafter_seed, name="hf-drafter")
     return target, drafter
@@ -179,12 +181,17 @@ class Cell:
     max_new_tokens: int = 3
     #: The assistant tokenizer's ``get_vocab()`` order (tokenizer-pair generators only).
     vocab_order: tuple[str, ...] | None = None
+    #: transformers' ``assistant_ensemble_weight`` (static ensemble verification, >= 5.25;
+    #: `dsi_ref.backends.hf.ensemble`), or ``None`` for plain verification.
+    ensemble_weight: Fraction | None = None
 
     @property
     def label(self) -> str:
         """The settings' label, and the ``get_vocab()`` order when it is the id order."""
         if self.vocab_order == ID_VOCAB_ORDER:
             return f"{self.settings.label}, get_vocab in id order"
+        if self.ensemble_weight is not None:
+            return f"{self.settings.label}, ensemble w={self.ensemble_weight}"
         return self.settings.label
 
     @property
@@ -243,7 +250,7 @@ def _wiring(cell: Cell, target: LanguageModel | None = None,
             drafter: LanguageModel | None = None) -> tuple[Any, torch.Tensor, dict[str, Any]]:
     """``(model, input_ids, generate keyword arguments)`` of a cell."""
     if target is None or drafter is None:
-        target, drafter = _toys()
+        target, drafter = toy_pair()
     bos = target.vocab_size
     input_ids = torch.tensor([[bos, *cell.prompt]])
     kwargs: dict[str, Any] = {
@@ -253,6 +260,8 @@ def _wiring(cell: Cell, target: LanguageModel | None = None,
         kwargs.update(cell.settings.generate_kwargs())
     else:
         kwargs["repetition_penalty"] = cell.settings.generate_kwargs()["repetition_penalty"]
+    if cell.ensemble_weight is not None:
+        kwargs["assistant_ensemble_weight"] = float(cell.ensemble_weight)
     g = cell.generator
     model: Any
     if g == "AssistedCandidateGenerator":
@@ -316,7 +325,7 @@ def cell_sampler(cell: Cell, target: LanguageModel | None = None,
 
 def reference_model(cell: Cell, target: LanguageModel | None = None) -> LanguageModel:
     """The processed target the cell must sample from (exact `Fraction` rows)."""
-    target = target if target is not None else _toys()[0]
+    target = target if target is not None else toy_pair()[0]
     s = cell.settings
     model: LanguageModel = target
     if s.repetition_penalty is not None:
