@@ -145,7 +145,8 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
         "runner uses the rejection sampler of `vllm/v1/sample`, which has the standard rule "
         "only; block verification lives in the GPU runner's sampler.",
         "7. **Engines that do not reproduce a seed** are audited for their law at α/2 and for "
-        "independence from the previous sample at α/2 (`dsi_ref.audit.serial`): "
+        "serial dependence at lags 1-8 at α/2, with the power stated against a copy of an "
+        "earlier output with probability 1/2 (`dsi_ref.audit.serial`): "
         + "; ".join(f"`{r.cell.name}`: {r.report.reproduced[0]} of "  # type: ignore[union-attr]
                     f"{r.report.reproduced[1]} seeds reproduce"  # type: ignore[union-attr]
                     for r in unrepro[:4])

@@ -224,3 +224,25 @@ def test_ensure_env_is_additive_within_a_lock_and_rebuilds_across_locks(
     RUN.ensure_env("audit", env)
     assert calls[3:] == [("create", True), ("install", "audit")]
     assert (env / ".dsi-ref-installed").read_text().split() == ["g2", "audit"]
+
+
+def test_a_drift_run_names_each_unaudited_engine_release_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run.py test --latest` says in one line each which installed engine release has no
+    findings section, and tells the suite (which then skips those findings tests)."""
+    import transformers
+
+    env = Path(sys.prefix)
+    version = transformers.__version__
+    if (ROOT / "benchmarks" / "findings" / f"transformers-{version}.md").exists():
+        assert ("transformers", version) not in RUN.unaudited(env)
+    (tmp_path / "benchmarks" / "findings").mkdir(parents=True)
+    monkeypatch.setattr(RUN, "ROOT", tmp_path)   # a checkout whose findings audit nothing
+    assert ("transformers", version) in RUN.unaudited(env)
+    environ = RUN.drift_environ(env)
+    assert "transformers" in environ[RUN.UNAUDITED_VARIABLE].split(",")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "UNAUDITED" in line]
+    assert sum(f"transformers {version} has no findings section" in line for line in lines) == 1
+    (tmp_path / "benchmarks" / "findings" / f"transformers-{version}.md").write_text("audited")
+    assert ("transformers", version) not in RUN.unaudited(env)

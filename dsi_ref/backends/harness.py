@@ -58,8 +58,8 @@ class EngineUnderTest:
         name: a label for reports.
         reproducible: ``False`` declares an engine that does not give the same tokens for the
             same seed by design (unseeded draft noise, a cache of earlier outputs): the audit
-            reports the share of seeds that reproduce and tests independence from the previous
-            sample instead of refusing it (`dsi_ref.audit.serial`).
+            reports the share of seeds that reproduce and tests serial dependence at lags 1..8
+            instead of refusing it (`dsi_ref.audit.serial`).
         why_not_reproducible: the reason, for reports (required with ``reproducible=False``).
         sample_map: ``(sample, seeds) -> samples`` that draws many seeds at once (an engine
             that batches requests); ``None`` draws them one by one.
@@ -199,9 +199,10 @@ def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_AL
 
     An engine declared not to reproduce a seed (``reproducible=False``) is not refused for it:
     the audit tests its law at ``alpha / 2``, reports how many of 10 seeds drawn again gave the
-    same tokens, and spends the other ``alpha / 2`` on the test of independence from the
-    previous sample that stands in for the determinism check (`dsi_ref.audit.serial`); it is
-    ``"lossy"`` if either test rejects.
+    same tokens, and spends the other ``alpha / 2`` on the test of serial dependence at lags
+    1..8 that stands in for the determinism check (`dsi_ref.audit.serial`); it is ``"lossy"``
+    if either test rejects, and ``"inconclusive"`` when the serial test cannot state ``power``
+    against a copy of an earlier output with probability 1/2.
 
     >>> import dsi_ref as dr
     >>> target = dr.TableLM.random(3, 1, seed=1)
@@ -254,14 +255,15 @@ def audit_engine(entry: Entry, *, epsilon: float = 0.2, alpha: float = POLICY_AL
                                else None)
     if reproducible:
         return report
-    from ..audit.serial import independence_check, reproduction_share
+    from ..audit.serial import reproduction_share, serial_check
 
     seeds = sample_seeds(seed, plan.n_samples)
     again = list(zip(seeds[:10], drawn[:10], strict=True))
-    independence = independence_check(drawn, law, alpha=alpha / 2, epsilon=epsilon)
-    verdict = "lossy" if independence.rejected else report.verdict
+    serial = serial_check(drawn, law, alpha=alpha / 2, power=power)
+    verdict = ("lossy" if serial.rejected else
+               report.verdict if serial.checked or report.verdict == "lossy" else "inconclusive")
     return replace(report, verdict=verdict, reproduced=reproduction_share(sample, again),
-                   independence=f"{independence} [{engine.why_not_reproducible}]")
+                   independence=f"{serial} [{engine.why_not_reproducible}]")
 
 
 def report_json(report: StatisticalReport, *, engine: str, entry: str, epsilon: float,
