@@ -34,7 +34,7 @@ import transformers
 
 from dsi_ref.audit.statistical import POLICY_ALPHA
 from dsi_ref.backends.vllm.ignored import IgnoredOption, ignored_options
-from dsi_ref.backends.vllm.kernel import CASES, MUTANT, KernelResult, audit_kernel
+from dsi_ref.backends.vllm.kernel import CASES, MUTANTS, KernelResult, audit_kernel
 from dsi_ref.backends.vllm.matrix import (
     CELLS,
     MAX_NEW_TOKENS,
@@ -85,7 +85,7 @@ def kernel_line(v: str, k: KernelResult, expected: str) -> str:
     tvs = ", ".join(f"{r.empirical_tv:.3f}" for r in reps)
     return (f"| {v} | {k.case.name} | **{k.verdict}** | {expected} | V={k.case.vocab_size}, "
             f"k={k.case.k} | {sum(r.n_samples for r in reps)} | "
-            f"{min(r.power for r in reps):.6f} | {tvs} | "
+            f"{min(r.power for r in reps):.6f} | {tvs} | {k.acceptance:.3f} | "
             f"{k.greedy_checked} / {k.greedy_wrong} |")
 
 
@@ -153,9 +153,11 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
         + ". Probabilistic drafts draw their noise from an unseeded generator; suffix decoding "
         "drafts from a cache of earlier requests' outputs. Both are lossless.",
         "8. **vLLM's rejection sampler, called directly on synthetic rows, is exact**: "
-        + ", ".join(f"{k.case.name} {k.verdict}" for k, _ in kernels if not k.case.mutant)
-        + "; the negative control (drafts from q, the kernel told q permuted) is "
-        + next((k.verdict for k, _ in kernels if k.case.mutant), "not run") + ".",
+        + ", ".join(f"{k.case.name} {k.verdict}" for k, _ in kernels
+                    if not k.case.negative_control)
+        + ", at every position including the bonus token (position k + 1); the negative "
+        "controls: " + "; ".join(f"{k.case.name}: {k.verdict}" for k, _ in kernels
+                                 if k.case.negative_control) + ".",
         "9. **Not run:** EAGLE-3 (a tiny Eagle3 head loads, but the draft step fails with "
         "`shape '[-1, 192]' is invalid` on a 2-layer target, whose auxiliary hidden states it "
         "takes from three layers); MTP (each MTP method belongs to a model family with MTP "
@@ -201,11 +203,15 @@ def render(v: str, results: list[CellResult], kernels: list[tuple[KernelResult, 
         f"### The rejection sampler, called directly (vLLM {v})", "",
         "`vllm.v1.sample.rejection_sampler.rejection_sample` on rows built in code "
         "(`dsi_ref.backends.vllm.kernel`): drafts drawn from q, the bonus token from the last "
-        "target row; the tokens emitted at each position audited against that position's "
-        "target row (α split over the positions); greedy requests, mixed into the batch, "
-        "checked token for token.", "",
+        "target row; the tokens emitted at each position, the bonus position k + 1 included, "
+        "audited against that position's target row (α split over the k + 1 positions); "
+        "greedy requests, mixed into the batch, checked token for token. The negative "
+        "controls must be flagged: a caller that tells the kernel a permuted q, and the kernel "
+        "wrapped in-process to emit a bonus drawn from q or taken one position early (seen "
+        "only at position k + 1).", "",
         "| vLLM | case | verdict | expected | rows | samples | min power | empirical TV per "
-        "position | greedy requests / wrong |", "|---|---|---|---|---|---|---|---|---|",
+        "position | drafts accepted | greedy requests / wrong |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *(kernel_line(v, k, e) for k, e in kernels), "",
         f"### Cost (vLLM {v})", "",
         f"The matrix ({len(results)} cells, {engines} engines, each in a process of its own) "
@@ -229,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run_matrix(CELLS, epsilon=EPSILON, progress=not args.no_progress)
     seconds, load_end = time.perf_counter() - start, os.getloadavg()[0]
     kernels = [(audit_kernel(case), "lossless") for case in CASES]
-    kernels.append((audit_kernel(MUTANT), "lossy"))
+    kernels += [(audit_kernel(case), "lossy") for case in MUTANTS]
     ignored = ignored_options()
     section = render(v, results, kernels, ignored, seconds, date.today().isoformat(),
                      (load_start, load_end))

@@ -19,8 +19,10 @@ from dsi_ref.audit.statistical import (
 )
 from dsi_ref.backends.vllm.engine import EngineConfig, EngineProcess
 from dsi_ref.backends.vllm.kernel import (
+    BONUS_MUTANTS,
     CASES,
     MUTANT,
+    MUTANTS,
     audit_kernel,
     case_rows,
     told_rows,
@@ -52,7 +54,9 @@ pytestmark = [pytest.mark.vllm,
 def test_the_rejection_sampler_emits_the_target_law_at_every_position(case) -> None:  # type: ignore[no-untyped-def]
     result = audit_kernel(case)
     assert result.verdict == "lossless", [str(r) for r in result.reports]
+    assert len(result.reports) == case.k + 1   # the bonus position, k + 1, is audited too
     assert all(r.power >= 0.99 for r in result.reports)
+    assert 0 < result.acceptance <= 1
     if case.greedy_share:
         assert result.greedy_checked > 0 and result.greedy_wrong == 0
 
@@ -67,8 +71,26 @@ def test_a_caller_that_tells_the_kernel_another_q_is_caught() -> None:
     wrong = {(int(t),): float(m) for t, m in enumerate(law) if m > 0}
     reference = {(int(t),): float(m) for t, m in enumerate(p[0]) if m > 0}
     n = result.reports[0].n_samples
-    assert achieved_power(reference, Alternative.of_law(wrong), n, alpha=POLICY_ALPHA) >= (
+    share = POLICY_ALPHA / (MUTANT.k + 1)   # the case's alpha, split over its k + 1 positions
+    assert achieved_power(reference, Alternative.of_law(wrong), n, alpha=share) >= (
         1 - POLICY_MISS)
+
+
+@pytest.mark.statistical(alpha=POLICY_MISS + POLICY_ALPHA)  # per case: miss, false alarm before k+1
+@pytest.mark.parametrize("bonus", BONUS_MUTANTS)
+def test_a_kernel_that_emits_a_wrong_bonus_token_is_caught(bonus: str) -> None:
+    case = next(c for c in MUTANTS if c.bonus == bonus)
+    result = audit_kernel(case)
+    assert result.verdict == "lossy", [str(r) for r in result.reports]
+    assert result.reports[case.k].rejected          # at the bonus position, k + 1
+    assert not any(r.rejected for r in result.reports[:case.k])  # invisible before it
+    p, q = case_rows(case)
+    emitted = q[case.k - 1] if bonus == "from-q" else p[case.k - 1]
+    wrong = {(int(t),): float(m) for t, m in enumerate(emitted) if m > 0}
+    reference = {(int(t),): float(m) for t, m in enumerate(p[case.k]) if m > 0}
+    n = result.reports[case.k].n_samples
+    assert achieved_power(reference, Alternative.of_law(wrong), n,
+                          alpha=POLICY_ALPHA / (case.k + 1)) >= 1 - POLICY_MISS
 
 
 def _engine(config: EngineConfig) -> EngineProcess:

@@ -5,13 +5,23 @@ tokens, the draft rows ``q`` (or none: n-gram-style drafts, one-hot), the target
 bonus tokens, and returns the tokens each request emits. Here the rows are built in code, the
 same for every request of a batch (a context-free target): position ``j``'s row ``p_j`` and
 draft row ``q_j``. The drafts are drawn from ``q_j`` and the bonus token from ``p_{k+1}`` by
-this module (numpy, seeded), so the kernel's only job is to verify. Speculative sampling is
-then correct exactly when, for every position ``j``, the tokens emitted there follow ``p_j``:
-whether a request reaches ``j`` depends on the earlier positions' drafts and coins alone, which
-are independent of position ``j``'s, so the tokens emitted at ``j`` are an i.i.d. sample of
-``p_j`` whatever the acceptance rates. Each position is a G test against ``p_j`` (the power
-stated against TV >= ``epsilon``, the case's ``alpha`` split over its positions); batches are
-drawn until every position has the planned number of tokens (a stopping rule on counts only).
+this module (numpy, seeded), so the kernel's job is to verify and to place the bonus.
+Speculative sampling is then correct exactly when, for every position ``j`` from 1 to
+``k + 1``, the tokens emitted there follow ``p_j``: whether a request reaches ``j`` depends on
+the earlier positions' drafts and coins alone, which are independent of position ``j``'s, so the
+tokens emitted at ``j`` are an i.i.d. sample of ``p_j`` whatever the acceptance rates. Position
+``k + 1`` is the **bonus**, emitted only after all ``k`` drafts were accepted: a kernel that
+emits another token there (one drawn from the drafter's row, or from the last verified
+position's row) is seen only at this position. Each position is a G test against ``p_j`` (the
+power stated against TV >= ``epsilon``, the case's ``alpha`` split over its ``k + 1``
+positions); batches are drawn until every position has the planned number of tokens (a
+stopping rule on counts only), or until `MAX_REQUESTS`, after which a position short of its plan
+is reported ``inconclusive`` with the power it reached. The share of drafts accepted is
+reported with each case.
+
+**Negative controls** (`MUTANTS`): a caller that tells the kernel a permuted ``q`` (`MUTANT`),
+and two kernels wrapped in-process to emit a wrong bonus: one drawn from the drafter's last
+row ``q_k``, one taken a position early (from ``p_k``). Each must be flagged.
 
 Greedy requests (temperature 0) mixed into the batch must emit the greedy chain exactly:
 accept a draft equal to the target's argmax, else emit the argmax and stop, else the bonus.
@@ -38,8 +48,16 @@ from ...audit.statistical import (
     required_samples,
 )
 
-__all__ = ["CASES", "MUTANT", "KernelCase", "KernelResult", "audit_kernel", "case_rows",
-           "told_rows", "verified_law"]
+__all__ = ["BONUS_MUTANTS", "CASES", "MAX_REQUESTS", "MUTANT", "MUTANTS", "KernelCase",
+           "KernelResult", "audit_kernel", "case_rows", "told_rows", "verified_law"]
+
+#: The most requests a case sends before the positions short of their plan are reported with
+#: the power they reached (the bonus position is reached only when every draft is accepted).
+MAX_REQUESTS = 400_000
+#: How a kernel may place the bonus token: as vLLM does (``"kept"``: the token it was handed),
+#: or two wrong ways, the negative controls: ``"from-q"`` (a token drawn from the drafter's last
+#: row ``q_k``) and ``"one-early"`` (a token drawn from ``p_k``, the last verified position's).
+BONUS_MUTANTS = ("from-q", "one-early")
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,8 @@ class KernelCase:
         support: the number of tokens with mass in a row (the rest of ``V`` is zero).
         mutant: tell the kernel a permuted ``q`` (the drafts are still drawn from ``q``): a
             wrong caller, the negative control that shows the audit sees a loss here.
+        bonus: ``"kept"`` (vLLM's kernel as it is) or one of `BONUS_MUTANTS` (the kernel
+            wrapped in-process to emit a wrong bonus token: a negative control).
     """
 
     name: str
@@ -69,6 +89,12 @@ class KernelCase:
     greedy_share: float = 0.0
     support: int = 6
     mutant: bool = False
+    bonus: str = "kept"
+
+    @property
+    def negative_control(self) -> bool:
+        """A case that must be flagged."""
+        return self.mutant or self.bonus != "kept"
 
 
 #: The default cases.
@@ -86,6 +112,12 @@ CASES: tuple[KernelCase, ...] = (
 )
 #: The negative control: drafts drawn from q, the kernel told q permuted (must be lossy).
 MUTANT = KernelCase("mutant: q told permuted", k=1, mutant=True)
+#: Every negative control: `MUTANT`, and the two wrong bonus tokens (each must be lossy).
+MUTANTS: tuple[KernelCase, ...] = (
+    MUTANT,
+    KernelCase("mutant: bonus drawn from q", k=1, bonus="from-q"),
+    KernelCase("mutant: bonus taken one position early", k=1, bonus="one-early"),
+)
 
 
 def case_rows(case: KernelCase, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -151,12 +183,24 @@ class KernelResult:
     greedy_wrong: int = 0
     requests: int = 0
 
+    drafted: int = 0
+    accepted: int = 0
+
     @property
     def verdict(self) -> str:
-        """``lossy`` if a position's test rejects or a greedy request is wrong."""
+        """``lossy`` if a position's test rejects or a greedy request is wrong; else
+        ``inconclusive`` if a position (the bonus, when drafts are rarely all accepted) did not
+        reach its planned sample; else ``lossless``."""
         if self.greedy_wrong or any(r.rejected for r in self.reports):
             return "lossy"
+        if any(r.verdict == "inconclusive" for r in self.reports):
+            return "inconclusive"
         return "lossless"
+
+    @property
+    def acceptance(self) -> float:
+        """The share of the sampled requests' drafts that were accepted."""
+        return self.accepted / self.drafted if self.drafted else 0.0
 
 
 _REGISTERED: list[Any] = []
@@ -204,19 +248,21 @@ def audit_kernel(case: KernelCase, *, epsilon: float = 0.2, alpha: float = POLIC
     rejection_sample = _kernel()
     p, q = case_rows(case, seed)
     k, v = case.k, case.vocab_size
-    laws = [{(t,): float(p[j, t]) for t in np.flatnonzero(p[j])} for j in range(k)]
-    share = alpha / k
+    laws = [{(t,): float(p[j, t]) for t in np.flatnonzero(p[j])} for j in range(k + 1)]
+    share = alpha / (k + 1)
     needed = [required_samples(law, Alternative.tv(epsilon), alpha=share, power=power) or 0
               for law in laws]
     batch = batch or max(64, min(4000, 2 * 10**8 // (k * v * 4 * 3)))
     rng = np.random.default_rng(seed + 1)
     torch.manual_seed(seed + 2)
-    counts: list[Counter[Any]] = [Counter() for _ in range(k)]
+    counts: list[Counter[Any]] = [Counter() for _ in range(k + 1)]
+    wrong_bonus = _wrong_bonus(case, p, q, np.random.default_rng(seed + 3))
     result = KernelResult(case)
     logits = torch.tensor(np.log(np.where(p[:k] > 0, p[:k], 1.0)) + np.where(p[:k] > 0, 0,
                           -math.inf), dtype=torch.float32)
     draft_rows = torch.tensor(told_rows(case, q), dtype=torch.float32)
-    while any(sum(c.values()) < n for c, n in zip(counts, needed, strict=True)):
+    while (any(sum(c.values()) < n for c, n in zip(counts, needed, strict=True))
+           and result.requests < MAX_REQUESTS):
         drafts = _draw(rng, q, batch)
         bonus = _draw(rng, p[k:], batch)[:, 0]
         greedy = rng.random(batch) < case.greedy_share
@@ -227,7 +273,7 @@ def audit_kernel(case: KernelCase, *, epsilon: float = 0.2, alpha: float = POLIC
             draft_rows.repeat(batch, 1).contiguous() if case.draft_probs else None,
             logits.repeat(batch, 1).contiguous(),
             torch.tensor(bonus, dtype=torch.int32).view(-1, 1), metadata)
-        rows = out.numpy()
+        rows = wrong_bonus(out.numpy())
         result.requests += batch
         for b in range(batch):
             emitted = [int(t) for t in rows[b] if t != -1]
@@ -235,12 +281,34 @@ def audit_kernel(case: KernelCase, *, epsilon: float = 0.2, alpha: float = POLIC
                 result.greedy_checked += 1
                 result.greedy_wrong += emitted != _greedy_chain(p, drafts[b], int(bonus[b]))
                 continue
-            for j, token in enumerate(emitted[:k]):
+            result.drafted += k
+            result.accepted += len(emitted) - 1
+            for j, token in enumerate(emitted[:k + 1]):
                 counts[j][(token,)] += 1
     result.reports = [audit_counts(c, law, alternative=Alternative.tv(epsilon), alpha=share,
                                    power=power, on_underpowered="report")
                       for c, law in zip(counts, laws, strict=True)]
     return result
+
+
+def _wrong_bonus(case: KernelCase, p: np.ndarray, q: np.ndarray, rng: np.random.Generator
+                 ) -> Any:
+    """The in-process wrapper of the kernel's output for ``case.bonus``: the identity, or a
+    kernel whose bonus token (position ``k + 1``, emitted after ``k`` accepted drafts) is drawn
+    from ``q_k`` (``"from-q"``) or from ``p_k`` (``"one-early"``) instead of the one handed in."""
+    if case.bonus == "kept":
+        return lambda rows: rows
+    if case.bonus not in BONUS_MUTANTS:
+        raise ValueError(f"bonus must be 'kept' or one of {BONUS_MUTANTS}, got {case.bonus!r}")
+    row = q[case.k - 1] if case.bonus == "from-q" else p[case.k - 1]
+
+    def wrapped(rows: np.ndarray) -> np.ndarray:
+        rows = rows.copy()
+        full = np.flatnonzero(rows[:, case.k] != -1)
+        rows[full, case.k] = _draw(rng, row[None, :], len(full))[:, 0]
+        return rows
+
+    return wrapped
 
 
 class _Metadata:

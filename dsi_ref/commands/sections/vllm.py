@@ -2,7 +2,10 @@
 
 Every cell of `dsi_ref.backends.vllm.matrix.CELLS` (``--quick``: the smoke, `QUICK_CELLS`) and,
 unless quick, every case of vLLM's rejection sampler called directly
-(`dsi_ref.backends.vllm.kernel.CASES`) and the check that an option is silently ignored. The
+(`dsi_ref.backends.vllm.kernel.CASES`, the bonus position included) and the check that an option
+is silently ignored. The negative controls (`dsi_ref.backends.vllm.kernel.MUTANTS`: a caller
+that tells the kernel a permuted q, a bonus drawn from q, a bonus taken one position early) run
+in every mode and must be flagged, so the section shows that its check can fail. The
 section passes when each verdict is the one the findings predict (docs/engine-findings.md):
 stock vLLM 0.32 is lossy with temperature sampling plus speculation (vllm-project/vllm#55005),
 the fixed engine and the control are lossless. Opt-in (the vLLM environment, minutes of
@@ -48,7 +51,7 @@ def vllm_section(*, quick: bool = False, progress: bool = True) -> Section:
         return section
     start = time.perf_counter()
     from ...backends.vllm.ignored import ignored_options
-    from ...backends.vllm.kernel import CASES, audit_kernel
+    from ...backends.vllm.kernel import CASES, MUTANTS, audit_kernel
     from ...backends.vllm.matrix import CELLS, QUICK_CELLS, run_matrix
 
     results = run_matrix(QUICK_CELLS if quick else CELLS, progress=progress)
@@ -58,18 +61,20 @@ def vllm_section(*, quick: bool = False, progress: bool = True) -> Section:
         section.ok &= result.ok
     peak = max((r.peak_rss_mb for r in results), default=0.0)
     starts = [r.engine_seconds for r in results if r.engine_seconds]
+    # the negative controls run in the quick section too: the section shows that it can fail
+    for case in (*(() if quick else CASES), *MUTANTS):
+        kernel = audit_kernel(case)
+        worst = min(kernel.reports, key=lambda r: r.p_value)
+        want = "lossy" if case.negative_control else "lossless"
+        section.ok &= kernel.verdict == want
+        section.rows.append((f"rejection_sample: {case.name}", kernel.verdict, want,
+                             sum(r.n_samples for r in kernel.reports),
+                             round(min(r.power for r in kernel.reports), 6),
+                             round(worst.statistic, 1), round(worst.empirical_tv, 4), "-",
+                             f"{case.k} positions + the bonus; drafts accepted "
+                             f"{kernel.acceptance:.3f}; greedy requests checked "
+                             f"{kernel.greedy_checked}, wrong {kernel.greedy_wrong}"))
     if not quick:
-        for case in CASES:
-            kernel = audit_kernel(case)
-            worst = min(kernel.reports, key=lambda r: r.p_value)
-            ok = kernel.verdict == "lossless"
-            section.ok &= ok
-            section.rows.append((f"rejection_sample: {case.name}", kernel.verdict, "lossless",
-                                 sum(r.n_samples for r in kernel.reports),
-                                 round(min(r.power for r in kernel.reports), 6),
-                                 round(worst.statistic, 1), round(worst.empirical_tv, 4), "-",
-                                 f"{case.k} positions; greedy requests checked "
-                                 f"{kernel.greedy_checked}, wrong {kernel.greedy_wrong}"))
         for finding in ignored_options():
             section.ok &= finding.ok
             section.rows.append((finding.name, finding.verdict, finding.expected, finding.seeds,
