@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from fractions import Fraction as F
 from typing import Any
 
@@ -165,13 +166,18 @@ def _shifted_states(keyed_choices: bool, keep_time: bool) -> tuple[object, objec
     assert run.tasks and run.drafting is not None  # times in flight to shift
     before = states.merge_state(run, run.checkpointing())
     run.now += 2
-    for task in run.tasks:
-        task.submitted += 2
-        task.start = None if task.start is None else task.start + 2
-        task.end = None if task.end is None else task.end + 2
+    # forwards in flight are values (frozen): the shifted run holds shifted copies of them
+    moved = {id(task): replace(task, submitted=task.submitted + 2,
+                               start=None if task.start is None else task.start + 2,
+                               end=None if task.end is None else task.end + 2)
+             for task in [*run.tasks, *run.queue]}
+    run.tasks[:] = [moved[id(task)] for task in run.tasks]
+    run.queue[:] = [moved[id(task)] for task in run.queue]
+    run.busy[:] = [None if task is None else moved.get(id(task), task) for task in run.busy]
+    assert run.frontier_waiting is None
     assert run.drafting is not None
-    run.drafting.start += 2
-    run.drafting.end += 2
+    run.drafting = replace(run.drafting, start=run.drafting.start + 2,
+                           end=run.drafting.end + 2)
     return before, states.merge_state(run, run.checkpointing())
 
 

@@ -71,7 +71,7 @@ from ..base.errors import InvalidParameterError, PathLimitError, ScheduleDepende
 from ..base.exact_hooks import ExactHooks, ForwardedHooks, exact_hooks
 from ..base.latency import Latency
 from ..base.models import LanguageModel
-from ..base.randomness import Key
+from ..base.randomness import Key, Randomness
 from ..base.validate import check_choice
 from ..decoders.dsi import dsi
 from ..decoders.verification import as_rule
@@ -124,15 +124,23 @@ class _UniformTies:
     """``rng`` with every ``choose`` made a uniform draw (the ``"uniform"`` tie rule): the exact
     engine takes it as a probabilistic choice, a sampler as a fair die."""
 
-    def __init__(self, rng: Any) -> None:
+    def __init__(self, rng: Randomness) -> None:
         self._rng = rng
-        # the draws a decoder makes at every step, bound once (not through ``__getattr__``)
-        for name in ("categorical", "bernoulli", "uniform", "merge_point", "resume_point"):
-            method = getattr(rng, name, None)
-            if method is not None:
-                setattr(self, name, method)
+
+    def categorical(self, weights: Sequence[Fraction | float], key: Key = None) -> int:
+        """``rng``'s own categorical draw."""
+        return self._rng.categorical(weights, key)
+
+    def bernoulli(self, p: Fraction | float, key: Key = None) -> bool:
+        """``rng``'s own Bernoulli draw."""
+        return self._rng.bernoulli(p, key)
+
+    def uniform(self, key: Key = None, bits: int | None = None) -> float:
+        """``rng``'s own uniform."""
+        return self._rng.uniform(key, bits)
 
     def choose(self, options: Sequence[T], key: Key = None) -> T:
+        """A uniform draw among ``options`` (a probabilistic choice, not a scheduler's)."""
         count = len(options)
         weights = _EQUAL_WEIGHTS.get(count)
         if weights is None:  # one tuple per count: the engine caches a row's options by identity
@@ -140,24 +148,21 @@ class _UniformTies:
         index: int = self._rng.categorical(weights)
         return options[index]
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._rng, name)
-
 
 class _UniformTiesHooks(_UniformTies, ForwardedHooks):
     """`_UniformTies` of the exact checker: it is the checker's offer too, forwarded
     (`dsi_ref.base.exact_hooks.ForwardedHooks`), so that a decoder under uniform ties merges and
     resumes as it does under the checker itself (the wrapper keeps no state)."""
 
-    def __init__(self, rng: ExactHooks) -> None:
+    def __init__(self, rng: Randomness, hooks: ExactHooks) -> None:
         _UniformTies.__init__(self, rng)
-        ForwardedHooks.__init__(self, rng)
+        ForwardedHooks.__init__(self, hooks)
 
 
-def _uniform_ties(rng: Any) -> _UniformTies:
+def _uniform_ties(rng: Randomness) -> _UniformTies:
     """``rng`` with uniform ties (`_UniformTies`), still the checker's offer when it is one."""
     hooks = exact_hooks(rng)
-    return _UniformTies(rng) if hooks is None else _UniformTiesHooks(hooks)
+    return _UniformTies(rng) if hooks is None else _UniformTiesHooks(rng, hooks)
 
 
 def tie_rule_law(program: Callable[[Any], Any], tie_rule: TieRule, **exact_kwargs: Any

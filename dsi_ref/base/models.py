@@ -14,11 +14,11 @@ that no decoder computes with rows that are not laws (the float tolerance of the
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import cache
 from typing import Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
@@ -329,12 +329,10 @@ class TableLM:
                    name=name or f"random(V={vocab_size},ctx={context},seed={seed})")
 
 
-@cache
-def _all_contexts(vocab_size: int, length: int) -> tuple[Prefix, ...]:
-    if length == 0:
-        return ((),)
-    return tuple(k + (t,) for k in _all_contexts(vocab_size, length - 1)
-                 for t in range(vocab_size))
+def _all_contexts(vocab_size: int, length: int) -> Iterator[Prefix]:
+    """Every context of ``length`` tokens, the last varying fastest (no cache: a table of
+    ``V^length`` contexts is built once per model, and a cache would keep every one alive)."""
+    return itertools.product(range(vocab_size), repeat=length)
 
 
 def _random_row(gen: np.random.Generator, vocab_size: int, denominator: int, zero_prob: float,

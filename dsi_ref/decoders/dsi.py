@@ -101,14 +101,24 @@ class DSIRun(DSIState):
         return tuple(self.committed) + tuple(self.drafts)
 
     # -- drafter -------------------------------------------------------------------------------
-    def start_drafting(self) -> None:
-        """Start the drafter on the next position of the speculative sequence (none past the
-        budget or past a drafted EOS)."""
+    def next_draft_position(self) -> int | None:
+        """The position the drafter drafts next, the one after the speculative sequence, or
+        ``None``: nothing is drafted once the run is done, past the budget or past a drafted
+        EOS (the stop rule, read by every engine that runs DSI's steps)."""
         position = self.frontier + len(self.drafts)
         context = self.spec()
         if self.done or position >= self.n or (context and context[-1] == self.eos):
-            self.drafting = None  # nothing is drafted past the budget or past EOS
+            return None
+        return position
+
+    def start_drafting(self) -> None:
+        """Start the drafter on the next position of the speculative sequence
+        (`next_draft_position`)."""
+        position = self.next_draft_position()
+        if position is None:
+            self.drafting = None
             return
+        context = self.spec()
         row = model_probs(self.drafter, self.prompt + context)        # q(. | spec sequence)
         cost = self._cost("drafter", self.drafter_first)
         self.drafter_first = False

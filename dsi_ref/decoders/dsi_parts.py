@@ -77,7 +77,7 @@ class DSIConfig:
         check_record(self.record, self.keep_time)
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, frozen=True)
 class Task:
     """A target forward, queued or running: it supplies ``p`` at positions ``first..last``,
     built on the drafts at ``first..last-1`` (a verification task), or ``p`` at the frontier
@@ -116,7 +116,7 @@ class Task:
                 self.server, self.start, self.end)
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, frozen=True)
 class DraftForward:
     """The drafter's forward in flight for ``position``, from ``start`` to ``end``: ``row`` is
     ``q`` there, and ``token`` the draft when it is sampled at the start (content visible in

@@ -24,6 +24,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from ...base.randomness import Randomness
 from ...base.result import Run
@@ -221,7 +222,7 @@ class BatchedDSI(WallClockDSI):
                     self.drafter_seconds += self.now - began
                     if d is self.drafting:    # else invalidated meanwhile: dropped, like the
                         assert d is not None  # reference's preempted draft
-                        d.row = row
+                        d = self.drafting = replace(d, row=row)   # a new value, not a change
                         self.events += 1
                         self.finish_draft(d)
             with self.lock:

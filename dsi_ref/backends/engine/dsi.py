@@ -11,6 +11,8 @@ else of it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...base.latency import Time
@@ -46,18 +48,18 @@ class WallClockDSI(DSIRun):
 
     # the drafter: mark the position to draft; the event loop runs the forward
     def start_drafting(self) -> None:
-        """`DSIRun.start_drafting`: the position to draft next (`run` makes the forward)."""
-        position = self.frontier + len(self.drafts)
-        context = self.spec()
-        if self.done or position >= self.n or (context and context[-1] == self.eos):
-            self.drafting = None
-            return
-        self.drafting = DraftForward(position, self.now, self.now, None, ())
+        """`DSIRun.start_drafting`: the position to draft next (`DSIRun.next_draft_position`,
+        the same stop rule); `run` makes the forward."""
+        position = self.next_draft_position()
+        self.drafting = (None if position is None
+                         else DraftForward(position, self.now, self.now, None, ()))
 
     # a server: submit the task to the pool
     def run_on(self, task: Task, server: int) -> None:
-        """`DSIRun.run_on`: the task becomes a `Job` on server slot ``server``."""
-        task.server, task.start, task.end = server, self.now, None
+        """`DSIRun.run_on`: the task, started, becomes a `Job` on server slot ``server`` (a new
+        `Task`, as `DSIRun` makes one: a task never changes once made; its end is unknown until
+        the forward returns)."""
+        task = replace(task, server=server, start=self.now, end=None)
         self.busy[server] = task
         self.tasks.append(task)
         self.stats["max_busy_servers"] = max(self.stats["max_busy_servers"],
@@ -131,12 +133,11 @@ class WallClockDSI(DSIRun):
             self.deliver(block=self.drafting is None)
             if self.done or self.drafting is None:
                 continue
-            d = self.drafting
             began = clock()
             row = session.rows(self.prompt + self.spec(), 1)[0]   # q(. | speculative sequence)
             self.now = clock()
             self.drafter_seconds += self.now - began
-            d.row = row
+            d = self.drafting = replace(self.drafting, row=row)  # a new value, as DSIRun's
             self.events += 1
             self.finish_draft(d)
         latency = self.now
