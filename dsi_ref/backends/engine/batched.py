@@ -53,6 +53,9 @@ class BatchedPool:
         self.thread.start()
 
     # -- the ServerPool interface ---------------------------------------------------------------
+    def limit(self, timeout: float | None) -> None:
+        """Nothing to bound: the servers are threads of this process (`ServerPool.limit`)."""
+
     def begin(self) -> None:
         """Forget the previous run's cancellations."""
         self.cancelled.clear()
@@ -77,6 +80,16 @@ class BatchedPool:
 
     def abandon(self) -> None:
         """Nothing to do: the thread finishes the forward in flight."""
+
+    # -- the push interface of a pool with a thread of its own (`BatchedDSI`) ---------------------
+    def listen(self, handler: Callable[[list[Report]], None] | None) -> None:
+        """Hand each forward's reports to ``handler``, in the pool's thread, as the forward
+        ends (``None``: queue them for `next_report` again)."""
+        self.handler = handler
+
+    def serving(self) -> bool:
+        """Whether the pool's thread still serves (it can still report)."""
+        return self.thread.is_alive()
 
     def close(self) -> None:
         """Serve what was submitted, then stop the thread."""
@@ -197,7 +210,7 @@ class BatchedDSI(WallClockDSI):
     def run(self) -> Run:
         """The drafter's loop in this thread, the committer in the pool's (module docstring)."""
         session = self.models.drafter_session
-        self.batched_pool.handler = self.handle
+        self.batched_pool.listen(self.handle)
         try:
             with self.lock:
                 self.clock = clock = Clock(self.models.device)
@@ -231,9 +244,9 @@ class BatchedDSI(WallClockDSI):
                     raise self.error
         finally:
             with self.lock:               # let the forwards in flight end before the next run
-                while self.in_flight and self.batched_pool.thread.is_alive():
+                while self.in_flight and self.batched_pool.serving():
                     self.lock.wait(0.1)
-            self.batched_pool.handler = None
+            self.batched_pool.listen(None)
         if self.error is not None:
             raise self.error
         return self.summary(latency, forwards=self.batched_forwards,

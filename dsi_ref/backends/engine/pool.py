@@ -83,6 +83,13 @@ class ServerPool(Protocol):
     it raises before that.
     """
 
+    def limit(self, timeout: float | None) -> None:
+        """Bound what follows, a run and its warm-up, to ``timeout`` seconds (``None``: no
+        bound): a pool whose waits may hang (the Ray pool: an actor can die or freeze) raises
+        `ServerTimeoutError` once it passes; a pool whose servers are threads of this process
+        has nothing to bound and ignores it."""
+        ...
+
     def begin(self) -> None:
         """Start a run: forget the previous run's cancellations (task ids restart at 0)."""
         ...

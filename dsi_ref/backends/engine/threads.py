@@ -117,6 +117,9 @@ class ThreadPool:
         self.grow(sp_degree)
         return [server.session for server in self.servers[:sp_degree]]
 
+    def limit(self, timeout: float | None) -> None:
+        """Nothing to bound: the servers are threads of this process (`ServerPool.limit`)."""
+
     def begin(self) -> None:
         """Forget the previous run's cancellations."""
         self.cancelled.clear()

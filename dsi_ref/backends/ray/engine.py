@@ -47,7 +47,6 @@ docs/ray-backend.md has the measured overheads and what they predict.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -243,15 +242,14 @@ class RayEngine(Engine):
         lost_before, frozen_before = pool.lost_tasks, pool.frozen_servers
         replaced_before = self.fleet.replaced
         self.fleet.admit()                           # replacements built since the last run
-        pool.timeout = timeout
-        pool.deadline = None if timeout is None else time.monotonic() + timeout
+        pool.limit(timeout)
         try:
             self.drafter_session.rows(prompt, 1)                   # prefill everything, untimed
             self.pool(sp_degree)
             pool.warm_up(prompt, sp_degree)
             run = WallClockDSI(self, pool, prompt, max_new_tokens, rng, config).run()
         finally:
-            pool.deadline = pool.timeout = None
+            pool.limit(None)
         stats = dict(run.stats)
         stats["lost_tasks"] = pool.lost_tasks - lost_before
         stats["frozen_servers"] = pool.frozen_servers - frozen_before

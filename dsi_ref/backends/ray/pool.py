@@ -60,6 +60,12 @@ class RayPool:
         self.timeout: float | None = None
 
     # -- the ServerPool interface ---------------------------------------------------------------
+    def limit(self, timeout: float | None) -> None:
+        """Bound what follows (the warm-up and the run) to ``timeout`` seconds from now
+        (`check_deadline`); ``None`` lifts the bound (`ServerPool.limit`)."""
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
     def begin(self) -> None:
         """Nothing to forget: a run ends with no call in flight (or abandons them)."""
 
