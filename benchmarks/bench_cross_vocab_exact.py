@@ -26,7 +26,7 @@ from dsi_ref.decoders.vocab import CROSS_VOCAB_ALGORITHMS, cross_vocab_speculati
 def audit(algorithm: str, n_tokens: int, lookahead: int) -> tuple[float, int, bool]:
     """Seconds, outcomes and verdict of one exact string-level audit on the ``merges`` pair."""
     pair = cross_vocab_pairs()[0]
-    vocab._block_law.cache_clear()
+    vocab.clear_block_laws()
 
     def program(rng: Any) -> tuple[int, ...]:
         return cross_vocab_speculative(pair.target, pair.drafter, pair.target_tokenizer,

@@ -30,10 +30,10 @@ ids implies. docs/cross-vocabulary.md explains each algorithm with an exact comp
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from functools import lru_cache
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 from ..base.errors import InvalidDistributionError, InvalidParameterError
 from ..base.latency import Latency
@@ -78,6 +78,22 @@ def _trim(block: Sequence[int], eos: int | None, room: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: SLRS's drafter laws, kept per drafter tokenizer and weakly: an entry lives as long as its
+#: drafter tokenizer does (the laws of a pair of models go with them, none is kept alive by this
+#: module), and a tokenizer's table is emptied when it reaches `BLOCK_LAWS_PER_TOKENIZER`.
+_BLOCK_LAWS: weakref.WeakKeyDictionary[
+    Tokenizer, dict[tuple[int, int, Prefix, int, int],
+                    tuple[object, Tokenizer, Mapping[tuple[int, ...], Number]]]
+] = weakref.WeakKeyDictionary()
+#: The most laws kept for one drafter tokenizer.
+BLOCK_LAWS_PER_TOKENIZER = 8192
+
+
+def clear_block_laws() -> None:
+    """Forget every law `block_law` keeps (for benchmarks that time a cold run)."""
+    _BLOCK_LAWS.clear()
+
+
 def block_law(drafter: LanguageModel, drafter_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
               context: Prefix, lookahead: int, room: int) -> Mapping[tuple[int, ...], Number]:
     """The law of the target drafts of one SLEM/SLRS iteration: the drafter drafts ``lookahead``
@@ -85,14 +101,25 @@ def block_law(drafter: LanguageModel, drafter_tokenizer: Tokenizer, target_token
     target's vocabulary, cut after EOS and to ``room`` tokens. Every drafter tokenization that
     leads to the same drafts adds its probability (the string-level sum of SLRS).
 
-    Cached by the identity of the models and tokenizers (a reference is held, so an id is never
-    reused): the exact audit replays a run once per path.
+    Kept per drafter tokenizer, by the identity of the drafter and the target tokenizer (the
+    entry holds both, so an id is not reused while it lives): the exact audit replays a run once
+    per path. The table lives as long as the drafter tokenizer (`_BLOCK_LAWS`).
     """
-    return _block_law(cast(Hashable, drafter), drafter_tokenizer, target_tokenizer, context,
-                      lookahead, room)
+    table = _BLOCK_LAWS.get(drafter_tokenizer)
+    if table is None:
+        table = _BLOCK_LAWS[drafter_tokenizer] = {}
+    key = (id(drafter), id(target_tokenizer), tuple(context), lookahead, room)
+    hit = table.get(key)
+    if hit is not None and hit[0] is drafter and hit[1] is target_tokenizer:
+        return hit[2]
+    law = _block_law(drafter, drafter_tokenizer, target_tokenizer, tuple(context), lookahead,
+                     room)
+    if len(table) >= BLOCK_LAWS_PER_TOKENIZER:
+        table.clear()
+    table[key] = (drafter, target_tokenizer, law)
+    return law
 
 
-@lru_cache(maxsize=8192)
 def _block_law(drafter: Any, drafter_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
                context: Prefix, lookahead: int, room: int) -> Mapping[tuple[int, ...], Number]:
     law: dict[tuple[int, ...], Number] = {}
