@@ -585,6 +585,7 @@ def compose() -> str:
         "(greedy cells: `(0, 2)`), 3 new tokens, 2 draft tokens per step; processors "
         "temperature 1/2, top-k 2, top-p 7/10, repetition penalty 2. With 4 tokens HF's default "
         "top_k = 50 keeps every token, so it cannot change a law here.", "",
+        *SEES, "",
         "## Releases audited", "",
         "Each release of transformers that dsi-ref supports has its own section below, every "
         "table row naming it. The locked release is the one `python3 run.py test` installs; "
@@ -648,6 +649,38 @@ def compose() -> str:
     lines += [OTHER_ENGINES]
     return "\n".join(lines)
 
+
+#: What each matrix can and cannot see (issue 43, point 5): kept beside the generator, stated
+#: once for the page.
+SEES: tuple[str, ...] = (
+    "## What each matrix can and cannot see", "",
+    "A verdict is only as good as the paths its cells exercise. Every matrix states its power "
+    "against every law at TV ≥ 0.2 from the reference (a smaller deviation can pass), and the "
+    "greedy cells start where the target has no tie.", "",
+    "* **Hugging Face.** Each cell emits 3 tokens with 2 drafts a window and leaves room for "
+    "the bonus (transformers drafts `min(k, remaining − 1)`), so the bonus after two accepted "
+    "drafts is in every sampled outcome that reaches it. The share of drafts accepted is not "
+    "reported per cell yet.",
+    "* **vLLM.** The rejection sampler called directly is audited at every position "
+    "including the bonus (position k + 1), with three negative controls that must be flagged "
+    "(a permuted q told, a bonus drawn from q, a bonus taken one position early). End to end, "
+    "a cell with k ≥ 2 emits 3 tokens, the first sampled before any draft, so its bonus (the "
+    "4th token) is never audited; the k = 1 cells of each family emit it after an accepted "
+    "draft and carry the same two bonus mutants as negative controls. Every speculative cell "
+    "reports the share of its drafts accepted; a lossless verdict below 20 % is marked *accept "
+    "path untested*. A hole that is stated, not closed: n-gram drafts are accepted about 12 % "
+    "of the time from this prompt, and the bonus taken one position early is not flagged "
+    "there.",
+    "* **llama.cpp.** Not yet extended (issue 43 is open for it): the binding's cells audit at "
+    "most k + 1 tokens and the binding drafts only after the first token, so a token after a "
+    "fully accepted round is never in an outcome; the prompt-lookup cells accept a draft "
+    "rarely, so their lossless verdicts test the mismatch path almost alone; the share of "
+    "seeds equal to plain sampling is printed but not checked; the section runs no negative "
+    "control of its own.",
+    "* **OpenVINO GenAI.** Not yet extended: the k = 2 cells emit 3 tokens, the first sampled "
+    "before any draft, so their bonus is not audited (the k = 1 cell can reach it); the share "
+    "of drafts accepted is not reported; the section runs no negative control of its own.",
+)
 
 #: The engines audited in their own environments (`python3 run.py audit --vllm`, `--llama`,
 #: `--openvino`):

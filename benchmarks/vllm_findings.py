@@ -36,6 +36,7 @@ from dsi_ref.audit.statistical import POLICY_ALPHA
 from dsi_ref.backends.vllm.ignored import IgnoredOption, ignored_options
 from dsi_ref.backends.vllm.kernel import CASES, MUTANTS, KernelResult, audit_kernel
 from dsi_ref.backends.vllm.matrix import (
+    ACCEPT_PATH_SHARE,
     CELLS,
     MAX_NEW_TOKENS,
     PROMPT,
@@ -54,8 +55,8 @@ SECTIONS = ROOT / "benchmarks" / "findings"
 EPSILON = 0.2
 
 HEADER = ("| vLLM | cell | verdict | expected | ε (TV) | α | power | samples | G | empirical TV "
-          "| seeds that reproduce |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+          "| seeds that reproduce | drafts accepted |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def vllm_version() -> str:
@@ -72,11 +73,13 @@ def cell_line(v: str, r: CellResult) -> str:
     if rep is None:
         reason = r.message.split(": ", 1)[-1][:90] if r.message else r.why
         return (f"| {v} | {r.cell.name} | {verdict} | {r.expected} | - | - | - | - | - | - | "
-                f"{reason} |")
+                f"{reason} | - |")
     repro = f"{rep.reproduced[0]}/{rep.reproduced[1]}" if rep.reproduced else "all checked"
+    accepted = ("-" if r.acceptance is None else f"{r.acceptance:.3f}"
+                + (" (accept path untested)" if r.accept_path == "untested" else ""))
     return (f"| {v} | {r.cell.name} | {verdict} | {r.expected} | {EPSILON:g} | "
             f"{rep.alpha:.0e} | {rep.power:.6f} | {rep.n_samples} | {rep.statistic:.4g} | "
-            f"{rep.empirical_tv:.4f} | {repro} |")
+            f"{rep.empirical_tv:.4f} | {repro} | {accepted} |")
 
 
 def kernel_line(v: str, k: KernelResult, expected: str) -> str:
@@ -101,7 +104,7 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
     worst = max(stock, key=lambda r: r.report.empirical_tv if r.report is not None else 0,
                 default=None)
     fixed_bad = [r.cell.name for r in results if r.cell.engine.expand == "fixed"
-                 and r.verdict == "lossy"]
+                 and r.cell.engine.mutant is None and r.verdict == "lossy"]
     copy_lossy = _names(results, "lossy", expand="copy-back")
     copy_ok = _names(results, "lossless", expand="copy-back")
     crashes = [r for r in results if r.verdict == "crash"]
@@ -158,7 +161,31 @@ def findings(v: str, results: list[CellResult], kernels: list[tuple[KernelResult
         + ", at every position including the bonus token (position k + 1); the negative "
         "controls: " + "; ".join(f"{k.case.name}: {k.verdict}" for k, _ in kernels
                                  if k.case.negative_control) + ".",
-        "9. **Not run:** EAGLE-3 (a tiny Eagle3 head loads, but the draft step fails with "
+        "9. **The bonus token and the accept path.** Each speculative family has a cell with "
+        "one draft a step, where a token after an accepted draft is the bonus (n-gram drafting "
+        "has no accepted draft before the third token from this prompt, so its cells run 4 "
+        "tokens): "
+        + "; ".join(f"`{r.cell.name}`: {r.verdict}, drafts accepted "
+                    f"{r.acceptance if r.acceptance is not None else 0:.3f}"
+                    for r in results if r.cell.engine.k == 1 and r.cell.engine.mutant is None
+                    and r.cell.engine.drafter_name != "independent")
+        + ". Its negative controls, a bonus drawn from the drafter's row (the last draft "
+        "again where the drafts carry no probabilities) and a bonus taken one position early, "
+        "installed in the engine's process (`dsi_ref.backends.vllm.mutants`): "
+        + "; ".join(f"`{r.cell.name}`: {r.verdict}" for r in results
+                    if r.cell.engine.mutant is not None)
+        + ". Missed, a stated hole: "
+        + ("; ".join(f"`{r.cell.name}` ({r.why})" for r in results
+                     if r.cell.engine.mutant is not None and r.expected == "lossless")
+           or "none")
+        + ". A cell with k ≥ 2 emits 3 tokens, the first sampled before any draft, so its "
+        "bonus (the 4th) is never audited. Every speculative cell reports the share of its "
+        "drafts accepted; a lossless verdict where fewer than "
+        f"{ACCEPT_PATH_SHARE:.0%} were accepted says little about the accept path: "
+        + (", ".join(f"`{r.cell.name}`" for r in results
+                     if r.accept_path == "untested" and r.verdict == "lossless")
+           or "no such cell") + ".",
+        "10. **Not run:** EAGLE-3 (a tiny Eagle3 head loads, but the draft step fails with "
         "`shape '[-1, 192]' is invalid` on a 2-layer target, whose auxiliary hidden states it "
         "takes from three layers); MTP (each MTP method belongs to a model family with MTP "
         "layers, DeepSeek-V3, Qwen3-Next, MiMo, GLM-4.5 and others: no tiny checkpoint of one "
@@ -197,8 +224,10 @@ def render(v: str, results: list[CellResult], kernels: list[tuple[KernelResult, 
         f"finding 4.", "",
         f"### Findings (vLLM {v})", "", *findings(v, results, kernels, ignored), "",
         f"### Cells (vLLM {v})", "",
-        f"α = {POLICY_ALPHA:g} per cell (α/2 for the law and α/2 for independence when the "
-        "engine does not reproduce a seed); power against every law at TV ≥ ε.", "", HEADER,
+        f"α = {POLICY_ALPHA:g} per cell (α/2 for the law and α/2 for serial dependence when "
+        "the engine does not reproduce a seed); power against every law at TV ≥ ε. *Drafts "
+        "accepted*: the share of the cell's draft tokens that vLLM's rejection sampler "
+        "accepted (counted in the engine's process).", "", HEADER,
         *(cell_line(v, r) for r in results), "",
         f"### The rejection sampler, called directly (vLLM {v})", "",
         "`vllm.v1.sample.rejection_sampler.rejection_sample` on rows built in code "

@@ -4,6 +4,7 @@ the layers of #55005 one by one; and the one-line named errors for bad input."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +18,7 @@ from dsi_ref.audit.statistical import (
     Alternative,
     achieved_power,
 )
+from dsi_ref.backends.vllm import models
 from dsi_ref.backends.vllm.engine import EngineConfig, EngineProcess
 from dsi_ref.backends.vllm.kernel import (
     BONUS_MUTANTS,
@@ -29,6 +31,8 @@ from dsi_ref.backends.vllm.kernel import (
     verified_law,
 )
 from dsi_ref.backends.vllm.matrix import (
+    ACCEPT_PATH_SHARE,
+    CELLS,
     MAX_NEW_TOKENS,
     PROMPT,
     Cell,
@@ -36,7 +40,7 @@ from dsi_ref.backends.vllm.matrix import (
     expected,
 )
 from dsi_ref.backends.vllm.models import build_models
-from dsi_ref.backends.vllm.sampling import Sampling
+from dsi_ref.backends.vllm.sampling import Sampling, processed_row, reference_law
 from dsi_ref.base.errors import (
     EngineCrashError,
     EngineOptionError,
@@ -142,3 +146,64 @@ def test_the_copy_back_fix_alone_leaves_temperature_07_lossy() -> None:
         report = audit_cell(cell, engine, epsilon=0.12, power=1 - POLICY_MISS)
     assert report.verdict == "lossy", report
     assert report.empirical_tv >= 0.12, report
+
+
+def _bonus_mutant_law(mutant: str) -> dict[tuple[int, ...], float]:
+    """The exact law (float64) of the 3 tokens of the draft-model cell with one greedy draft a
+    step (the near drafter's argmax, verified as a one-hot q: accepted with probability p(d),
+    else a token from p without d) when the bonus after an accepted draft is ``mutant``'s:
+    the draft again (``from-q``: a one-hot q) or a token from the row of the draft's own
+    position (``one-early``). After a rejection the third token is a verified position: p."""
+    built = build_models()
+    s = Sampling()
+
+    def row(model: object, output: tuple[int, ...]) -> np.ndarray:
+        logits = models.logit_rows(model, [(*PROMPT, *output)])[0]  # type: ignore[arg-type]
+        return np.asarray(processed_row(logits, PROMPT, output, s))
+
+    law: dict[tuple[int, ...], float] = {}
+
+    def add(outcome: tuple[int, ...], mass: float) -> None:
+        if mass > 0:
+            law[outcome] = law.get(outcome, 0.0) + mass
+
+    for t1, a in enumerate(row(built.target, ())):
+        if a <= 0:
+            continue
+        p2 = row(built.target, (t1,))
+        d = int(np.argmax(row(built.near, (t1,))))
+        if mutant == "from-q":
+            add((t1, d, d), a * p2[d])
+        else:
+            for t3, b in enumerate(p2):
+                add((t1, d, t3), a * p2[d] * b)
+        rest = p2.copy()
+        rest[d] = 0.0
+        for r, c in enumerate(rest / rest.sum()):
+            if c > 0:
+                for t3, b in enumerate(row(built.target, (t1, r))):
+                    add((t1, r, t3), a * (1 - p2[d]) * c * b)
+    return law
+
+
+# A negative control of the whole engine: a wrong bonus token, installed in the engine's own
+# process (`dsi_ref.backends.vllm.mutants`), in the draft-model cell that emits the bonus (one
+# draft a step, 3 tokens). Its exact law is computed above, so the audit's power against it is
+# stated: the miss rate is at most POLICY_MISS. The counter of drafts accepted is checked too.
+@pytest.mark.statistical(alpha=POLICY_MISS)
+@pytest.mark.parametrize("mutant", BONUS_MUTANTS)
+def test_a_wrong_bonus_token_is_flagged_end_to_end(mutant: str) -> None:
+    cell = next(c for c in CELLS if c.engine.mutant == mutant
+                and c.engine.method == "draft_model" and c.engine.k == 1)
+    assert expected(cell)[0] == "lossy"
+    wrong = _bonus_mutant_law(mutant)
+    assert math.fsum(wrong.values()) == pytest.approx(1.0, abs=1e-12)
+    with _engine(cell.engine) as engine:
+        engine.take_acceptance()
+        report = audit_cell(cell, engine)
+        drafted, accepted = engine.take_acceptance()
+    law = reference_law(build_models().target, PROMPT, MAX_NEW_TOKENS, cell.sampling)
+    assert achieved_power(law, Alternative.of_law(wrong), report.n_samples,
+                          alpha=report.alpha) >= 1 - POLICY_MISS
+    assert report.verdict == "lossy", report
+    assert drafted > 0 and accepted / drafted >= ACCEPT_PATH_SHARE

@@ -21,7 +21,6 @@ pytest.importorskip("transformers")
 from dsi_ref.audit.statistical import Alternative, achieved_power
 from dsi_ref.backends.vllm.matrix import (
     CELLS,
-    MAX_NEW_TOKENS,
     PROMPT,
     expected,
 )
@@ -72,7 +71,7 @@ def test_the_power_on_every_sampled_row_is_the_power_of_the_test_that_ran() -> N
         row = rows[cell.name]
         if row["n"].strip() == "-":
             continue
-        law = reference_law(models.target, PROMPT, MAX_NEW_TOKENS, cell.sampling)
+        law = reference_law(models.target, PROMPT, cell.max_new_tokens, cell.sampling)
         alpha = float(row["alpha"])  # the law's test: alpha / 2 when not reproducible
         assert alpha == pytest.approx(1e-8 if cell.reproducible else 5e-9, rel=1e-9)
         power = achieved_power(law, Alternative.tv(float(row["eps"])), int(row["n"]),

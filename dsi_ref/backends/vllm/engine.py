@@ -35,6 +35,7 @@ from ...base.errors import (
     ModelDirectoryError,
     VocabularyMismatchError,
 )
+from .kernel import BONUS_MUTANTS
 from .models import check_same_vocabulary, load_config
 from .patches import EXPANDS
 from .sampling import Sampling
@@ -66,6 +67,9 @@ class EngineConfig:
         rejection_sample_method: ``"standard"`` (the default) or another of vLLM's.
         expand: the CPU expand shim (`dsi_ref.backends.vllm.patches.EXPANDS`).
         options: further ``speculative_config`` entries, as ``(key, value)`` pairs.
+        mutant: a negative control installed in the engine's process
+            (`dsi_ref.backends.vllm.mutants`: ``"from-q"`` or ``"one-early"``, a wrong bonus
+            token), or ``None``.
     """
 
     method: str | None = None
@@ -76,10 +80,14 @@ class EngineConfig:
     rejection_sample_method: str = "standard"
     expand: str = "stock"
     options: tuple[tuple[str, Any], ...] = ()
+    mutant: str | None = None
 
     def __post_init__(self) -> None:
         if self.expand not in EXPANDS:
             raise EngineOptionError(f"expand must be one of {EXPANDS}, got {self.expand!r}")
+        if self.mutant is not None and self.mutant not in BONUS_MUTANTS:
+            raise EngineOptionError(f"mutant must be None or one of {BONUS_MUTANTS}, got "
+                                    f"{self.mutant!r}")
         if self.method is not None and not 1 <= self.k <= 16:
             raise EngineOptionError(f"num_speculative_tokens must lie in 1..16, got {self.k}")
         if self.method in _WITH_DRAFTER and not self.drafter:
@@ -96,6 +104,9 @@ class EngineConfig:
             out += f" {self.draft_sample_method} drafts"
         if self.rejection_sample_method != "standard":
             out += f" {self.rejection_sample_method} verification"
+        if self.mutant is not None:
+            out += {"from-q": " MUTANT bonus from q",
+                    "one-early": " MUTANT bonus one position early"}[self.mutant]
         return out
 
     def speculative_config(self) -> dict[str, Any] | None:
@@ -119,7 +130,7 @@ class EngineConfig:
         return {"method": self.method, "drafter": self.drafter, "drafter_name": self.drafter_name,
                 "k": self.k, "draft_sample_method": self.draft_sample_method,
                 "rejection_sample_method": self.rejection_sample_method, "expand": self.expand,
-                "options": [list(o) for o in self.options]}
+                "options": [list(o) for o in self.options], "mutant": self.mutant}
 
     def check(self, target: str | Path) -> None:
         """The checks that need no vLLM: the target and the drafter are causal-LM folders, and
@@ -147,6 +158,14 @@ class EngineProcess:
     version: str = ""
     _process: subprocess.Popen[str] | None = field(default=None, repr=False)
     _log: IO[str] | None = field(default=None, repr=False)
+    _counts: list[int] = field(default_factory=lambda: [0, 0], repr=False)
+
+    def take_acceptance(self) -> tuple[int, int]:
+        """``(drafted, accepted)``: the draft tokens the engine verified since the last call,
+        and how many of them it accepted (`dsi_ref.backends.vllm.mutants`'s counter)."""
+        out = (self._counts[0], self._counts[1])
+        self._counts[:] = [0, 0]
+        return out
 
     def __enter__(self) -> EngineProcess:
         self.config.check(self.target)
@@ -239,6 +258,8 @@ class EngineProcess:
         reply = self._call({"op": "generate", "prompt": [int(t) for t in prompt],
                             "max_tokens": int(max_tokens), "sampling": sampling.as_dict(),
                             "seeds": [int(s) for s in seeds]})
+        self._counts[0] += int(reply.get("drafted", 0))
+        self._counts[1] += int(reply.get("accepted", 0))
         return [tuple(int(t) for t in out) for out in reply["outputs"]]
 
     def batches(self, prompt: Sequence[int], max_tokens: int, sampling: Sampling,

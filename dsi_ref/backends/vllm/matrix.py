@@ -24,10 +24,12 @@ from ...audit.statistical import POLICY_ALPHA, StatisticalReport
 from ...base.errors import EngineCrashError, EngineOptionError, NondeterministicProgramError
 from ..harness import EngineUnderTest, audit_engine
 from .engine import EngineConfig, EngineProcess
+from .kernel import BONUS_MUTANTS
 from .models import ModelSet, build_models
 from .sampling import Sampling, reference_law
 
-__all__ = ["CELLS", "MAX_NEW_TOKENS", "PROMPT", "QUICK_CELLS", "Cell", "CellResult",
+__all__ = ["ACCEPT_PATH_SHARE", "CELLS", "MAX_NEW_TOKENS", "PROMPT", "QUICK_CELLS", "Cell",
+           "CellResult",
            "audit_cell", "batched", "expected", "run_matrix"]
 
 #: The prompt of every request: repeated pairs, so that n-gram and suffix lookups find drafts.
@@ -44,11 +46,15 @@ class Cell:
 
     engine: EngineConfig
     sampling: Sampling
+    #: Tokens per request (`MAX_NEW_TOKENS` but in the cells that need a longer budget to reach
+    #: the bonus token: the name then says ``N=4``).
+    max_new_tokens: int = MAX_NEW_TOKENS
 
     @property
     def name(self) -> str:
-        """``draft_model(near) k=2 [fixed] / T=0.7``."""
-        return f"{self.engine.label} [{self.engine.expand}] / {self.sampling.label}"
+        """``draft_model(near) k=2 [fixed] / T=0.7`` (``... / T=1, N=4`` with another budget)."""
+        budget = "" if self.max_new_tokens == MAX_NEW_TOKENS else f", N={self.max_new_tokens}"
+        return f"{self.engine.label} [{self.engine.expand}] / {self.sampling.label}{budget}"
 
     @property
     def reproducible(self) -> bool:
@@ -62,6 +68,13 @@ class Cell:
 def expected(cell: Cell) -> tuple[str, str]:
     """The verdict the findings predict for ``cell``, and the finding behind it."""
     e, s = cell.engine, cell.sampling
+    if e.mutant == "one-early" and e.method == "ngram":
+        return "lossless", ("a negative control this cell MISSES: n-gram drafts are accepted "
+                            "about 12% of the time here, and the target's rows at consecutive "
+                            "positions are close, so a bonus drawn one position early moves "
+                            "the law too little to see (a stated hole)")
+    if e.mutant is not None:
+        return "lossy", "negative control: a wrong bonus token (dsi_ref.backends.vllm.mutants)"
     if e.rejection_sample_method == "synthetic" and e.method is not None:
         return "crash", "synthetic acceptance: accepted at start, asserts at the first request"
     if e.method is None or s.greedy:
@@ -92,6 +105,16 @@ SETTINGS: tuple[Sampling, ...] = (_T1, _T07, _T13, _TOP_K, _TOP_P, _MIN_P, _BIAS
                                   _PRESENCE, _FREQUENCY, _GREEDY)
 
 
+#: One engine of each speculative family (with one draft a step in the bonus cells).
+_BONUS_FAMILIES: tuple[EngineConfig, ...] = (
+    _near(expand="fixed"), EngineConfig("ngram", k=1, expand="fixed"),
+    EngineConfig("suffix", k=1, expand="fixed"),
+    EngineConfig("eagle", "eagle", "eagle", 1, expand="fixed"))
+#: A lossless verdict counts for the accept path only where at least this share of the drafts
+#: was accepted; below it the cell tested the rejection path almost alone.
+ACCEPT_PATH_SHARE = 0.2
+
+
 def _cells() -> tuple[Cell, ...]:
     plan: list[tuple[EngineConfig, Sequence[Sampling]]] = [
         (EngineConfig(), SETTINGS),                                   # the control
@@ -109,7 +132,16 @@ def _cells() -> tuple[Cell, ...]:
         (_near(expand="fixed", rejection_sample_method="synthetic",
                options=(("synthetic_acceptance_length", 2.5),)), (_T1,)),
     ]
-    return tuple(Cell(engine, s) for engine, settings in plan for s in settings)
+    cells = [Cell(engine, s) for engine, settings in plan for s in settings]
+    # one draft a step: a token after an accepted draft is the bonus, so every speculative
+    # family has cells that emit it, and the negative controls (a wrong bonus token, installed
+    # in the engine's process) that must be flagged there. n-gram drafting finds no accepted
+    # draft before the third token from this prompt, so its cells run 4 tokens.
+    for family in _BONUS_FAMILIES:
+        n = 4 if family.method == "ngram" else MAX_NEW_TOKENS
+        cells += [Cell(replace(family, k=1, mutant=mutant), _T1, n)
+                  for mutant in (None, *BONUS_MUTANTS)]
+    return tuple(cells)
 
 
 #: The default matrix.
@@ -138,11 +170,27 @@ class CellResult:
     engine_seconds: float = 0.0
     peak_rss_mb: float = 0.0
     version: str = ""
+    drafted: int = 0
+    accepted: int = 0
 
     @property
     def ok(self) -> bool:
         """The verdict is the one the findings predict."""
         return self.verdict == self.expected
+
+    @property
+    def acceptance(self) -> float | None:
+        """The share of the cell's draft tokens that were accepted (``None``: no drafts)."""
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def accept_path(self) -> str:
+        """``tested`` when at least `ACCEPT_PATH_SHARE` of the drafts were accepted,
+        ``untested`` below (a lossless verdict there says little about the accept path and
+        the bonus token), ``-`` without drafts."""
+        if self.acceptance is None:
+            return "-"
+        return "tested" if self.acceptance >= ACCEPT_PATH_SHARE else "untested"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields (a cell without a report has no sample fields)."""
@@ -151,7 +199,8 @@ class CellResult:
             "sampling": self.cell.sampling.as_dict(), "verdict": self.verdict,
             "expected": self.expected, "why": self.why, "message": self.message,
             "seconds": self.seconds, "engine_seconds": self.engine_seconds,
-            "peak_rss_mb": self.peak_rss_mb, "vllm": self.version}
+            "peak_rss_mb": self.peak_rss_mb, "vllm": self.version,
+            "drafted": self.drafted, "accepted": self.accepted}
         r = self.report  # a lossy report is falsy (StatisticalReport.__bool__): test for None
         if r is not None:
             out |= {"n_samples": r.n_samples, "power": r.power, "alpha": r.alpha,
@@ -188,18 +237,20 @@ def audit_cell(cell: Cell, engine: EngineProcess, *, epsilon: float = 0.2,
     Raises `UnderpoweredError` before sampling when the plan needs more than ``max_samples``.
     """
     models = models or build_models()
-    law = reference_law(models.target, PROMPT, MAX_NEW_TOKENS, cell.sampling)
+    n = cell.max_new_tokens
+    law = reference_law(models.target, PROMPT, n, cell.sampling)
     sampling = cell.sampling
 
     def sample(s: int) -> tuple[int, ...]:
-        return engine.generate(PROMPT, MAX_NEW_TOKENS, sampling, [s])[0]
+        return engine.generate(PROMPT, n, sampling, [s])[0]
 
     why = "" if cell.reproducible else (
         "probabilistic drafts draw unseeded noise" if cell.engine.method != "suffix"
         else "suffix decoding drafts from a cache of earlier requests' outputs")
-    under = EngineUnderTest(sample, None, PROMPT, MAX_NEW_TOKENS, sampling.greedy, cell.name,
+    under = EngineUnderTest(sample, None, PROMPT, n, sampling.greedy, cell.name,
                             reproducible=cell.reproducible, why_not_reproducible=why,
-                            sample_map=batched(engine, sampling, bar), law=law)
+                            sample_map=batched(engine, sampling, bar, max_new_tokens=n),
+                            law=law)
     return audit_engine(under, epsilon=epsilon, alpha=alpha, power=power, seed=seed,
                         max_samples=max_samples)
 
@@ -242,6 +293,7 @@ def run_matrix(cells: Sequence[Cell] = CELLS, *, epsilon: float = 0.2, power: fl
                     cell = todo.pop(0)
                     want, why = expected(cell)
                     start = time.perf_counter()
+                    engine.take_acceptance()  # count this cell's drafts only
                     try:
                         report = audit_cell(cell, engine, epsilon=epsilon, alpha=alpha,
                                             power=power, seed=seed, models=models)
@@ -257,9 +309,10 @@ def run_matrix(cells: Sequence[Cell] = CELLS, *, epsilon: float = 0.2, power: fl
                         record(CellResult(cell, "nondeterministic", want, why, str(error),
                                           seconds=time.perf_counter() - start))
                         continue
+                    drafted, accepted = engine.take_acceptance()
                     record(CellResult(cell, report.verdict, want, why, "", report,
                                       time.perf_counter() - start, engine.start_seconds,
-                                      engine.peak_rss_mb(), engine.version))
+                                      engine.peak_rss_mb(), engine.version, drafted, accepted))
             finally:
                 engine.close()
     if bar is not None:

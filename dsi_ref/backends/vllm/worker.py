@@ -2,10 +2,11 @@
 
 ``python -m dsi_ref.backends.vllm.worker`` reads one JSON request per line on stdin and answers
 each with one JSON line on stdout; everything else the process prints (vLLM's logs) goes to
-stderr. Requests: ``start`` (install the expand shim, build ``vllm.LLM``), ``generate`` (one
-batch of seeded requests), ``memory`` (peak resident memory), ``quit``. An error is answered as
-``{"error": class name, "message": one line}``: `EngineOptionError` for a configuration vLLM
-refuses, `EngineEnvironmentError` for a vLLM that cannot be imported.
+stderr. Requests: ``start`` (install the expand shim, and `dsi_ref.backends.vllm.mutants`'
+counter and negative control; build ``vllm.LLM``), ``generate`` (one batch of seeded requests,
+with the drafts verified and accepted in it), ``memory`` (peak resident memory), ``quit``. An
+error is answered as ``{"error": class name, "message": one line}``: `EngineOptionError` for a
+configuration vLLM refuses, `EngineEnvironmentError` for a vLLM that cannot be imported.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ class _Engine:
             return {"error": "EngineEnvironmentError",
                     "message": f"vLLM cannot be imported here ({_one_line(error)}): build the "
                                "environment with `python3 run.py audit --vllm`"}
+        from .mutants import install as install_counter
         from .patches import install
 
         config = request["config"]
         install(config["expand"])
+        install_counter(config.get("mutant"))
         kwargs: dict[str, Any] = {
             "model": request["target"], "enforce_eager": True, "dtype": "float32",
             "max_model_len": 64, "seed": 0, "gpu_memory_utilization": 0.2,
@@ -78,8 +81,12 @@ class _Engine:
         except Exception as error:
             self.llm = None
             return {"error": "EngineCrashError", "message": _one_line(error)}
+        from .mutants import take_counts
+
+        drafted, accepted = take_counts()
         return {"outputs": [list(o.outputs[0].token_ids) for o in outputs],
-                "seconds": time.perf_counter() - start}
+                "seconds": time.perf_counter() - start, "drafted": drafted,
+                "accepted": accepted}
 
 
 def _peak_rss_mb() -> float:
