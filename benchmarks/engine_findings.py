@@ -136,10 +136,25 @@ def _row(what: str, report: StatisticalReport, epsilon: float, exact: bool = Fal
                f"{report.empirical_tv:.4f}")
 
 
-def cell_row(cell: Cell) -> Row:
-    """The black-box verdict of one matrix cell at TV >= `EPSILON`."""
-    report = audit_cell(cell, epsilon=EPSILON).report
+#: A lossless verdict tells little about the accept path (and the bonus token after it) where
+#: fewer than this share of the candidates were accepted (the vLLM matrix's threshold too).
+ACCEPT_PATH_SHARE = 0.2
+ACCEPTANCE_HEADER = ("| transformers | cell | candidates verified | accepted | share | accept "
+                     "path |\n|---|---|---|---|---|---|")
+
+
+def cell_row(cell: Cell, acceptance: list[str] | None = None) -> Row:
+    """The black-box verdict of one matrix cell at TV >= `EPSILON` (with the line of its
+    acceptance appended to ``acceptance``: the candidates verified while it sampled)."""
+    result = audit_cell(cell, epsilon=EPSILON)
+    report = result.report
     assert report is not None
+    if acceptance is not None:
+        share = result.acceptance
+        path = ("-" if share is None else "tested" if share >= ACCEPT_PATH_SHARE
+                else "untested")
+        acceptance.append(f"| {VERSION} | {cell.name} | {result.drafted} | {result.accepted} | "
+                          f"{'-' if share is None else f'{share:.3f}'} | {path} |")
     return _row(cell.name, report, EPSILON)
 
 
@@ -204,6 +219,7 @@ class Results:
     usd_first_token: list[Row]
     harness: list[Row]
     ensemble: list[str] = dataclasses.field(default_factory=list)
+    acceptance: list[str] = dataclasses.field(default_factory=list)
 
 
 def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
@@ -214,9 +230,10 @@ def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
         log(f"[{time.perf_counter() - started:7.1f} s] {what}")
 
     greedy = []
+    acceptance: list[str] = []
     for cell in FAST_CELLS:
         step(cell.name)
-        greedy.append(cell_row(cell))
+        greedy.append(cell_row(cell, acceptance))
     step("universal SD white box")
     white = usd_white_rows()
     harness_rows = []
@@ -228,7 +245,7 @@ def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
     if not fast:
         for cell in (c for c in CELLS if c.do_sample):
             step(cell.name)
-            sampled.append(cell_row(cell))
+            sampled.append(cell_row(cell, acceptance))
         for cell in (c for c in CELLS if c.generator == USD and c.vocab_order != ID_VOCAB_ORDER):
             step(f"{cell.name}: first token")
             check = usd_draft_check(cell, seeds=range(4))
@@ -240,7 +257,8 @@ def compute(fast: bool, log: Callable[[str], None] = lambda s: None) -> Results:
         step("ensemble verification")
         ensemble = ensemble_rows()
     step("done")
-    return Results(greedy, sampled, white, first, harness_rows, ensemble)
+    return Results(greedy, sampled, white, first, harness_rows, ensemble,
+                   [] if fast else acceptance)
 
 
 HEADER = ("| transformers | cell | verdict | ε (TV) | α | power | samples | G | empirical TV |\n"
@@ -296,12 +314,13 @@ def _findings(res: Results) -> list[str]:
     return out
 
 
-def ensemble_lines(text: str) -> list[str]:
-    """The ensemble rows of a section a full run wrote (kept by ``--from-page``)."""
+def table_lines(text: str, heading: str) -> list[str]:
+    """The rows of the table under ``### heading...`` of a section a full run wrote (kept by
+    ``--from-page``)."""
     lines, inside = [], False
     for line in text.splitlines():
         if line.startswith("### "):
-            inside = line.startswith("### Ensemble")
+            inside = line.startswith(f"### {heading}")
         elif inside and line.startswith("| ") and not line.startswith("| transformers "):
             lines.append(line)
     return lines
@@ -495,6 +514,14 @@ def render_section(res: Results, repro: tuple[str, str] | None, provenance: str 
         lines += ["Black-box confirmation on the first token, power 1 − 1e-9 against 9/10 of "
                   "the exact first-token TV (`usd_first_token_audit`):", "", HEADER,
                   *(r.markdown() for r in res.usd_first_token), ""]
+    if res.acceptance:
+        lines += [
+            f"### Candidates accepted (transformers {v})", "",
+            "The candidate tokens `generate` verified while each cell sampled, and how many it "
+            "accepted (counted in every candidate generator's `update_candidate_strategy`: "
+            "`dsi_ref.backends.hf.generators.counting_acceptance`). A lossless verdict where "
+            f"fewer than {ACCEPT_PATH_SHARE:.0%} were accepted says little about the accept "
+            "path: *untested*.", "", ACCEPTANCE_HEADER, *res.acceptance, ""]
     if res.ensemble:
         lines += [
             f"### Ensemble verification (transformers {v})", "",
@@ -659,8 +686,8 @@ SEES: tuple[str, ...] = (
     "greedy cells start where the target has no tie.", "",
     "* **Hugging Face.** Each cell emits 3 tokens with 2 drafts a window and leaves room for "
     "the bonus (transformers drafts `min(k, remaining − 1)`), so the bonus after two accepted "
-    "drafts is in every sampled outcome that reaches it. The share of drafts accepted is not "
-    "reported per cell yet.",
+    "drafts is in every sampled outcome that reaches it. Each release's section counts the "
+    "candidates verified and accepted in every cell (*Candidates accepted*).",
     "* **vLLM.** The rejection sampler called directly is audited at every position "
     "including the bonus (position k + 1), with three negative controls that must be flagged "
     "(a permuted q told, a bonus drawn from q, a bonus taken one position early). End to end, "
@@ -777,7 +804,8 @@ def main(argv: list[str] | None = None) -> int:
         stored = section_path(VERSION).read_text()
         res.sampled, res.usd_first_token, full = rows_from_section(stored)
         res.harness += full
-        res.ensemble = ensemble_lines(stored)
+        res.ensemble = table_lines(stored, "Ensemble")
+        res.acceptance = table_lines(stored, "Candidates accepted")
         found = re.findall(r"```text\n(.*?)\n```", stored, re.S)
         repro = (found[0], found[1]) if len(found) >= 2 else None
         kept = re.search(r"(The sampled rows\b.*? last full run[^.]*\.)", stored)

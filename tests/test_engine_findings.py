@@ -164,3 +164,16 @@ def test_the_installed_section_audits_ensemble_verification_where_the_release_ha
                             rf"{re.escape(str(tv))} \(", text, re.M)
             assert row is not None, f"no {what} row for {cell.name}: rerun --write"
             assert row[1] == expected and row[2] == expected, row[0]
+
+
+def test_the_installed_section_counts_the_candidates_accepted_in_every_cell() -> None:
+    from dsi_ref.backends.hf.generators import CELLS
+
+    text = _installed_section()
+    lines = GEN.table_lines(text, "Candidates accepted")
+    for cell in CELLS:
+        row = next((line for line in lines if line.startswith(f"| {GEN.VERSION} | {cell.name} |")),
+                   None)
+        assert row is not None, f"no acceptance for {cell.name}: rerun --write"
+        drafted, accepted = (int(x) for x in row.split(" | ")[2:4])
+        assert 0 <= accepted <= drafted

@@ -32,6 +32,7 @@ from dsi_ref.backends.hf.generators import (  # noqa: E402
     Cell,
     audit_cell,
     cell_sampler,
+    counting_acceptance,
     reference_law,
     usd_draft_check,
     usd_first_token_audit,
@@ -138,3 +139,30 @@ def test_audit_section_engines_quick_runs_greedy_cells_and_the_white_box(
     assert "not driven" in out and "PASS: 1/1 sections passed" in out
     rows = [line for line in out.splitlines() if line.startswith(USD)]
     assert len(rows) == len(usd) and all("white box" in r for r in rows)  # --quick: no sampling
+
+
+def test_the_candidates_verified_and_accepted_are_counted_and_the_methods_restored() -> None:
+    """`counting_acceptance` counts, through every candidate generator's
+    ``update_candidate_strategy``, the candidates ``generate`` verified and accepted; a greedy
+    cell whose drafter agrees with the target's greedy path accepts every candidate, and a
+    sampled cell some but not all; on exit every method is the released one again."""
+    from transformers.generation import candidate_generator as cg
+
+    before = {name: vars(obj)["update_candidate_strategy"] for name, obj in vars(cg).items()
+              if isinstance(obj, type) and "update_candidate_strategy" in vars(obj)}
+    greedy = next(c for c in GREEDY if c.generator == "AssistedCandidateGenerator"
+                  and c.settings.label == "plain")
+    sampled = next(c for c in CELLS if c.do_sample and c.generator == greedy.generator
+                   and c.settings.label == "plain")
+    for cell, full in ((greedy, True), (sampled, False)):
+        counts = [0, 0]
+        sample = cell_sampler(cell)
+        with counting_acceptance(counts):
+            for seed in range(40):
+                sample(seed)
+        drafted, accepted = counts
+        assert drafted > 0 and 0 <= accepted <= drafted
+        assert (accepted == drafted) is full
+    after = {name: vars(obj)["update_candidate_strategy"] for name, obj in vars(cg).items()
+             if isinstance(obj, type) and "update_candidate_strategy" in vars(obj)}
+    assert after == before

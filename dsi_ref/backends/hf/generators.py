@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -77,6 +78,7 @@ __all__ = [
     "Settings",
     "audit_cell",
     "cell_sampler",
+    "counting_acceptance",
     "quiet_transformers",
     "reference_law",
     "run_matrix",
@@ -462,29 +464,68 @@ class CellResult:
     empirical_tv: float | None = None
     reason: str = ""
     version: str = field(default_factory=lambda: str(transformers.__version__))
+    #: candidate tokens verified while the cell sampled, and how many were accepted
+    drafted: int = 0
+    accepted: int = 0
     report: StatisticalReport | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def acceptance(self) -> float | None:
+        """The share of the cell's candidate tokens accepted (``None``: none verified)."""
+        return self.accepted / self.drafted if self.drafted else None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields (the report left out)."""
         return {k: v for k, v in self.__dict__.items() if k != "report"}
 
 
+@contextmanager
+def counting_acceptance(counts: list[int]) -> Iterator[None]:
+    """Count, while inside, the candidate tokens ``generate`` verified and how many it accepted
+    (``counts`` becomes ``[drafted, accepted]``, added to): every candidate generator's
+    ``update_candidate_strategy`` is told both after each verification (its ``scores`` cover the
+    candidates and the token after them; ``num_matches`` the candidates accepted). The methods
+    are restored on exit."""
+    from transformers.generation import candidate_generator as cg
+
+    patched: list[tuple[type, Any]] = []
+    for obj in vars(cg).values():
+        if isinstance(obj, type) and "update_candidate_strategy" in vars(obj):
+            original = vars(obj)["update_candidate_strategy"]
+
+            def counted(self: Any, input_ids: Any, scores: Any, num_matches: int,
+                        _original: Any = original) -> Any:
+                counts[0] += int(scores.shape[1]) - 1
+                counts[1] += int(num_matches)
+                return _original(self, input_ids, scores, num_matches)
+
+            patched.append((obj, original))
+            obj.update_candidate_strategy = counted  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for obj, original in patched:
+            obj.update_candidate_strategy = original  # type: ignore[attr-defined]
+
+
 def audit_cell(cell: Cell, *, epsilon: float = 0.2, alpha: float = POLICY_ALPHA,
                power: float = 0.99, seed: int = 0,
                progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> CellResult:
     """`statistical_audit` of one cell against its exact reference law, power ``power`` against
-    every law at TV >= ``epsilon``."""
+    every law at TV >= ``epsilon``; the candidates verified and accepted while it sampled are
+    counted (`counting_acceptance`)."""
     law = reference_law(cell)
     sampler = cell_sampler(cell)
     start = time.perf_counter()
-    with single_thread():
+    counts = [0, 0]
+    with single_thread(), counting_acceptance(counts):
         report = statistical_audit(sampler, law, alternative=Alternative.tv(epsilon), alpha=alpha,
                                    power=power, seed=seed, progress=progress)
     seconds = time.perf_counter() - start
     return CellResult(cell.generator, "sample" if cell.do_sample else "greedy",
                       cell.settings.label, report.verdict, epsilon, report.power, report.alpha,
                       report.n_samples, seconds, report.n_samples / seconds,
-                      report.empirical_tv, report=report)
+                      report.empirical_tv, drafted=counts[0], accepted=counts[1], report=report)
 
 
 def run_matrix(cells: Sequence[Cell] = CELLS, *, epsilon: float = 0.2, seed: int = 0,
