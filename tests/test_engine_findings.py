@@ -170,6 +170,11 @@ def test_the_installed_section_counts_the_candidates_accepted_in_every_cell() ->
     from dsi_ref.backends.hf.generators import CELLS
 
     text = _installed_section()
+    if "### Candidates accepted" not in text:
+        release = tuple(int(x) for x in re.findall(r"\d+", GEN.VERSION)[:2])
+        assert release < (5, 25), f"transformers {GEN.VERSION}: rerun --write"
+        pytest.skip(f"the transformers {GEN.VERSION} section was written before the matrix "
+                    "counted the candidates accepted (since 5.25)")
     lines = GEN.table_lines(text, "Candidates accepted")
     for cell in CELLS:
         row = next((line for line in lines if line.startswith(f"| {GEN.VERSION} | {cell.name} |")),
