@@ -152,9 +152,10 @@ def test_the_installed_section_audits_ensemble_verification_where_the_release_ha
     from dsi_ref.backends.hf.generators import reference_law
 
     text = _installed_section()
-    if not ensemble_supported():
-        assert "### Ensemble verification" not in text
-        return
+    if not ensemble_supported() or "### Ensemble verification" not in text:
+        release = tuple(int(x) for x in re.findall(r"\d+", GEN.VERSION)[:2])
+        assert release < (5, 25), f"transformers {GEN.VERSION}: rerun --write"
+        pytest.skip(f"transformers {GEN.VERSION}: no ensemble verification audited (before 5.25)")
     for cell in ENSEMBLE_CELLS:
         tv = total_variation(ensemble_model_law(cell), reference_law(cell))
         assert tv > 0, cell.name  # each cell has something to flag
